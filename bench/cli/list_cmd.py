@@ -1,0 +1,46 @@
+"""`bench list systems|metrics|tasks|profiles`: what is registered (imports no model code)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="list systems, metrics, tasks or profiles")
+    p.add_argument("what", choices=["systems", "metrics", "tasks", "profiles", "backends", "models"])
+    p.add_argument("--data-dir", help="for tasks: also list concrete tasks found in this data dir")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bench.registry import BACKENDS, METRICS, SYSTEMS, TASKS
+
+    if args.what == "profiles":
+        from bench.profiles import load_catalog
+
+        for name, p in sorted(load_catalog().profiles.items()):
+            roles = ", ".join(f"{r}={m}" for r, m in (p.get("roles") or {}).items())
+            print(f"{name:12s} {p.get('description', '')}\n{'':12s} {roles}")
+        return 0
+    if args.what == "models":
+        from bench.profiles import load_catalog
+
+        for name, m in sorted(load_catalog().models.items()):
+            print(f"{name:28s} {m.get('backend', ''):22s} {m.get('model', '')}")
+        return 0
+    reg = {"systems": SYSTEMS, "metrics": METRICS, "tasks": TASKS, "backends": BACKENDS}[args.what]
+    for name in reg.names():
+        meta = reg._meta.get(name, {})
+        extra = f" [{meta['better']}]" if meta.get("better") else ""
+        print(f"{name:24s}{extra:7s} {meta.get('summary', '')}")
+    if args.what == "tasks":
+        try:
+            from bench.tasks import list_tasks
+
+            names = list_tasks(args.data_dir)
+            print(f"\nconcrete tasks ({len(names)}):")
+            for n in names:
+                print(f"  {n}")
+        except Exception as exc:  # data dir missing: families above are still useful
+            print(f"\n(concrete tasks need a data dir: {exc})")
+    return 0

@@ -1,0 +1,137 @@
+"""Executors run CellJobs: in this process, in a pool of worker processes, or on a Ray cluster.
+
+The process pool keeps each worker alive across cells (models load once per worker) and enforces the
+per-cell timeout by terminating the worker; a worker that dies (segfault, OOM kill) takes only its
+current cell down, which is recorded as failed, and a fresh worker takes its place.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from bench.cells import CellJob, CellOutcome, execute_cell, record_failure
+from bench.errors import BenchError
+
+OnDone = Callable[[CellOutcome], None]
+
+
+def run_inline(jobs: Iterable[CellJob], on_done: OnDone) -> None:
+    for job in jobs:
+        on_done(execute_cell(job))
+
+
+def _worker_main(conn: Connection) -> None:
+    """Worker loop: receive a job, run it, send the outcome; None means stop."""
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        conn.send(execute_cell(job))
+
+
+@dataclass
+class _Worker:
+    proc: Any
+    conn: Connection
+    job: CellJob | None = None
+    started: float = 0.0
+
+
+class ProcessPool:
+    def __init__(self, workers: int):
+        self.n = max(1, workers)
+        self.ctx = mp.get_context("spawn")
+
+    def _spawn(self) -> _Worker:
+        parent, child = self.ctx.Pipe()
+        proc = self.ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        proc.start()
+        child.close()
+        return _Worker(proc, parent)
+
+    def run(self, jobs: Iterable[CellJob], on_done: OnDone) -> None:
+        queue = list(jobs)
+        queue.reverse()
+        workers = [self._spawn() for _ in range(min(self.n, len(queue)))]
+        try:
+            while queue or any(w.job for w in workers):
+                for w in workers:
+                    if w.job is None and queue:
+                        w.job, w.started = queue.pop(), time.monotonic()
+                        w.conn.send(w.job)
+                busy = [w for w in workers if w.job is not None]
+                ready = wait([w.conn for w in busy], timeout=0.5)
+                now = time.monotonic()
+                for i, w in enumerate(workers):
+                    if w.job is None:
+                        continue
+                    job = w.job
+                    if w.conn in ready:
+                        try:
+                            outcome = w.conn.recv()
+                        except (EOFError, OSError):
+                            w.proc.join(timeout=5)
+                            outcome = record_failure(
+                                job, f"worker process died (exit code {w.proc.exitcode})", now - w.started
+                            )
+                            workers[i] = self._spawn()
+                        else:
+                            w.job = None
+                        on_done(outcome)
+                    elif job.timeout_s is not None and now - w.started > job.timeout_s:
+                        w.proc.terminate()
+                        w.proc.join(timeout=5)
+                        on_done(record_failure(job, f"timeout after {job.timeout_s:g}s", now - w.started))
+                        workers[i] = self._spawn()
+        finally:
+            for w in workers:
+                try:
+                    w.conn.send(None)
+                except (OSError, BrokenPipeError):
+                    pass
+            for w in workers:
+                w.proc.join(timeout=5)
+                if w.proc.is_alive():
+                    w.proc.terminate()
+
+
+def run_ray(jobs: Iterable[CellJob], on_done: OnDone, workers: int) -> None:
+    """Each cell is one Ray task; `ray.init()` joins RAY_ADDRESS when set, else starts a local cluster."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise BenchError("--executor ray needs the ray extra: pip install 'aod-bench[ray]'") from exc
+    if not ray.is_initialized():
+        ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(execute_cell)
+    pending = {remote.remote(job): job for job in jobs}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            job = pending.pop(ref)
+            try:
+                on_done(ray.get(ref))
+            except Exception as exc:  # ray task died
+                on_done(record_failure(job, f"ray task failed: {exc}", 0.0))
+
+
+def run_jobs(jobs: list[CellJob], on_done: OnDone, executor: str = "local", workers: int = 1) -> None:
+    if executor == "local":
+        if workers <= 0:
+            run_inline(jobs, on_done)
+        else:
+            ProcessPool(workers).run(jobs, on_done)
+    elif executor == "inline":
+        run_inline(jobs, on_done)
+    elif executor == "ray":
+        run_ray(jobs, on_done, workers)
+    else:
+        raise BenchError(f"unknown executor {executor!r}; use local, inline or ray")

@@ -1,0 +1,84 @@
+"""Suite expectations: `system.metric OP number` or `system.metric OP system.metric`.
+
+A side may name one task: `ar[multiwoz/train].parse_rate > 0.5`; without it the value is the system's
+macro mean over tasks of the per-task mean over seeds (the paper's tables average over datasets).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+    ">": operator.gt,
+    "<": operator.lt,
+}
+
+_REF = r"(?P<{p}sys>[A-Za-z0-9_\-]+)(?:\[(?P<{p}task>[^\]]+)\])?\.(?P<{p}metric>[A-Za-z_][A-Za-z0-9_]*)"
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_PATTERN = re.compile(
+    r"^\s*" + _REF.format(p="l") + r"\s*(?P<op>>=|<=|==|!=|>|<)\s*(?:(?P<num>" + _NUM + r")|"
+    + _REF.format(p="r") + r")\s*$"
+)
+
+
+@dataclass(frozen=True)
+class Ref:
+    system: str
+    metric: str
+    task: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.system}{f'[{self.task}]' if self.task else ''}.{self.metric}"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    text: str
+    left: Ref
+    op: str
+    right: Ref | float
+
+    def systems(self) -> list[str]:
+        return [self.left.system] + ([self.right.system] if isinstance(self.right, Ref) else [])
+
+    def metrics(self) -> list[str]:
+        return [self.left.metric] + ([self.right.metric] if isinstance(self.right, Ref) else [])
+
+
+@dataclass(frozen=True)
+class ExpectationResult:
+    text: str
+    passed: bool
+    detail: str
+
+
+def parse_expectation(text: str) -> Expectation:
+    m = _PATTERN.match(text or "")
+    if not m:
+        raise ValueError(
+            f"cannot parse expectation {text!r}; write 'system.metric OP number' or "
+            "'system.metric OP system.metric' with OP one of > >= < <= == !="
+        )
+    left = Ref(m["lsys"], m["lmetric"], m["ltask"])
+    right: Ref | float = float(m["num"]) if m["num"] is not None else Ref(m["rsys"], m["rmetric"], m["rtask"])
+    return Expectation(text.strip(), left, m["op"], right)
+
+
+ValueLookup = Callable[[Ref], float]
+
+
+def evaluate(exp: Expectation, lookup: ValueLookup) -> ExpectationResult:
+    """NaN on either side fails the expectation (an unscorable cell never passes silently)."""
+    lv = lookup(exp.left)
+    rv = exp.right if isinstance(exp.right, float) else lookup(exp.right)
+    ok = not (math.isnan(lv) or math.isnan(rv)) and OPS[exp.op](lv, rv)
+    rtxt = f"{rv:.4g}" if isinstance(exp.right, float) else f"{exp.right} = {rv:.4g}"
+    return ExpectationResult(exp.text, bool(ok), f"{exp.left} = {lv:.4g} {exp.op} {rtxt}")

@@ -1,0 +1,265 @@
+"""The runner: suite -> cells (system x task x seed) -> executor -> run store -> expectations -> report.
+
+`run_suite` is the one entry point used by `bench run`, the pytest plugin and tests. Resuming a run
+skips every cell whose hash matches a finished cell on disk; cells whose metrics.json lacks a metric the
+suite now asks for are re-scored from their stored samples without any model call.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bench.cells import CellJob, CellOutcome, cell_hash, load_task_cached
+from bench.context import default_cache_dir
+from bench.errors import BenchError
+from bench.executors import run_jobs
+from bench.expect import ExpectationResult, Ref, evaluate
+from bench.manifest import build_manifest
+from bench.profiles import apply_overrides, resolve_profile
+from bench.store import CellKey, RunStore, read_json
+from bench.suite import Suite, SuiteFile, load_suite
+from bench.types import JSON
+
+
+@dataclass
+class RunOptions:
+    """Transport and selection knobs: none of them enters a cell hash."""
+
+    out: str | None = None
+    resume: str | None = None
+    systems: list[str] | None = None
+    tasks: list[str] | None = None
+    workers: int = 1
+    executor: str = "local"
+    use_cache: bool = True
+    cache_dir: str | None = None
+    data_dir: str | None = None
+    progress: bool = True
+    write_report: bool = True
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    outcomes: list[CellOutcome]
+    expectations: list[ExpectationResult]
+    skipped: int = 0
+    report_md: str = ""
+    manifest: JSON = field(default_factory=dict)
+
+    @property
+    def failed_cells(self) -> list[CellOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed_cells and all(e.passed for e in self.expectations)
+
+
+def _select(names: list[str], wanted: list[str] | None, kind: str) -> list[str]:
+    if not wanted:
+        return names
+    missing = [w for w in wanted if w not in names]
+    if missing:
+        from bench.registry import suggest
+
+        raise BenchError(f"--{kind} names {missing[0]!r}, not in the suite{suggest(missing[0], names)}")
+    return [n for n in names if n in wanted]
+
+
+def plan_jobs(sf: SuiteFile, run_dir: Path, opts: RunOptions) -> tuple[list[CellJob], JSON, JSON]:
+    """Expand the suite into jobs; returns (jobs, roles per system, data fingerprints per task)."""
+    suite = sf.suite
+    base_profile = resolve_profile(suite.profile, suite.models)
+    cache_dir = str(Path(opts.cache_dir) if opts.cache_dir else default_cache_dir())
+    data_dir = opts.data_dir
+    system_names = _select(list(suite.systems), opts.systems, "systems")
+    task_cfgs = [t for t in suite.tasks if t.name in _select([t.name for t in suite.tasks], opts.tasks, "tasks")]
+    fingerprints: JSON = {}
+    for t in task_cfgs:
+        spec = load_task_cached(t.model_dump(), data_dir)
+        fingerprints[t.name] = spec.fingerprint
+    roles_by_system: JSON = {}
+    jobs: list[CellJob] = []
+    metrics = suite.metric_list()
+    for sname in system_names:
+        cfg = suite.systems[sname]
+        profile = apply_overrides(base_profile, cfg.models, suite.models)
+        roles_by_system[sname] = profile.roles
+        sys_json = {"type": cfg.type, "params": cfg.params}
+        for t in task_cfgs:
+            tjson = t.model_dump()
+            for seed in suite.seed_list():
+                key = CellKey(sname, t.name, seed)
+                h = cell_hash(sys_json, profile.roles, tjson, fingerprints[t.name], seed, suite.samples)
+                jobs.append(
+                    CellJob(key, h, sys_json, profile.roles, profile.name, tjson, suite.samples, metrics,
+                            str(run_dir), cache_dir, opts.use_cache, data_dir, suite.timeout_s)
+                )
+    return jobs, roles_by_system, fingerprints
+
+
+def default_run_dir(suite: Suite) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{suite.name}-{stamp}"
+
+
+def macro_lookup(cells: list[tuple[CellKey, dict[str, float]]]) -> Any:
+    """Value of a Ref: mean over seeds per task (NaN seeds ignored), then mean over tasks."""
+    per: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for key, values in cells:
+        for m, v in values.items():
+            if v is not None and not (isinstance(v, float) and math.isnan(v)):
+                per[(key.system, key.task, m)].append(float(v))
+
+    def lookup(ref: Ref) -> float:
+        task_means = [
+            sum(vals) / len(vals)
+            for (s, t, m), vals in per.items()
+            if s == ref.system and m == ref.metric and (ref.task is None or t == ref.task) and vals
+        ]
+        return sum(task_means) / len(task_means) if task_means else math.nan
+
+    return lookup
+
+
+def _rescore_if_needed(store: RunStore, job: CellJob) -> CellOutcome | None:
+    """A finished cell missing some requested metric is re-scored from its samples (no generation)."""
+    d = store.cell_dir(job.key)
+    have = read_json(d / "metrics.json")
+    missing = [m for m in job.metrics if m not in have]
+    if not missing:
+        return None
+    from bench.cells import build_context
+    from metrics.scoring import score_cell
+
+    spec = load_task_cached(job.task, job.data_dir)
+    samples = store.read_samples(job.key)
+    score = score_cell(samples, spec, job.metrics, build_context(job))
+    have.update(score.values)
+    record = read_json(d / "cell.json")
+    record["rescored"] = time.time()
+    store.write_cell(job.key, record=record, metrics=have)
+    return CellOutcome(job.key, "ok", have, None, len(samples), 0.0)
+
+
+class Progress:
+    """tqdm bar over cells with records/s; silent when disabled or not installed."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.bar = None
+        self.records = 0
+        self.t0 = time.perf_counter()
+        if enabled and total:
+            try:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, unit="cell", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+            except ImportError:  # pragma: no cover
+                self.bar = None
+
+    def update(self, outcome: CellOutcome, failed: int) -> None:
+        self.records += outcome.n_samples
+        if self.bar is not None:
+            rate = self.records / max(1e-9, time.perf_counter() - self.t0)
+            self.bar.set_postfix_str(f"{rate:.2f} rec/s, {failed} failed, last {outcome.key.label()}")
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_suite(suite_path: str | Path, overrides: dict[str, Any] | None = None,
+              opts: RunOptions | None = None) -> RunResult:
+    opts = opts or RunOptions()
+    sf = load_suite(suite_path, overrides)
+    suite = sf.suite
+    if opts.resume:
+        run_dir = Path(opts.resume)
+        if not (run_dir / "manifest.json").exists():
+            raise BenchError(f"--resume {run_dir}: not a run directory (no manifest.json)")
+    else:
+        run_dir = Path(opts.out) if opts.out else default_run_dir(suite)
+        if (run_dir / "manifest.json").exists():
+            raise BenchError(f"{run_dir} already holds a run; use --resume {run_dir} to finish it")
+    store = RunStore(run_dir)
+    jobs, roles, fingerprints = plan_jobs(sf, run_dir, opts)
+    started = datetime.now(timezone.utc).isoformat()
+    previous = store.read_manifest() if store.exists() else {}
+    manifest = build_manifest(suite, sf.path, opts, jobs, roles, fingerprints, started, previous)
+    store.write_manifest(manifest)
+
+    outcomes: list[CellOutcome] = []
+    todo: list[CellJob] = []
+    skipped = 0
+    for job in jobs:
+        if store.is_done(job.key, job.hash):
+            rescored = _rescore_if_needed(store, job)
+            skipped += 1
+            outcomes.append(rescored or CellOutcome(job.key, "skipped"))
+        else:
+            todo.append(job)
+    if skipped:
+        print(f"resume: {skipped} finished cell(s) skipped, {len(todo)} to run", file=sys.stderr)
+
+    progress = Progress(len(todo), opts.progress)
+    failed = 0
+
+    def on_done(outcome: CellOutcome) -> None:
+        nonlocal failed
+        failed += outcome.status == "failed"
+        outcomes.append(outcome)
+        progress.update(outcome, failed)
+        if outcome.status == "failed" and opts.progress:
+            print(f"\nFAILED {outcome.key.label()}: {outcome.error}", file=sys.stderr)
+
+    try:
+        run_jobs(todo, on_done, opts.executor, opts.workers)
+    finally:
+        progress.close()
+
+    # expectations over every finished cell of this run (including resumed ones)
+    cells = [(c.key, c.metrics) for c in store.iter_cells() if c.status == "ok"]
+    lookup = macro_lookup(cells)
+    results = [evaluate(e, lookup) for e in suite.expectations()]
+    hits = sum(o.cache_hits for o in outcomes)
+    misses = sum(o.cache_misses for o in outcomes)
+    manifest.update(
+        finished=datetime.now(timezone.utc).isoformat(),
+        cache={**manifest.get("cache", {}), "hits": hits, "misses": misses},
+        cell_status={s: sum(o.status == s for o in outcomes) for s in ("ok", "failed", "skipped")},
+        expectations=[{"text": r.text, "passed": r.passed, "detail": r.detail} for r in results],
+    )
+    store.write_manifest(manifest)
+    report = ""
+    if opts.write_report:
+        report = write_report(run_dir)
+    return RunResult(run_dir, outcomes, results, skipped, report, manifest)
+
+
+def write_report(run_dir: Path) -> str:
+    try:
+        from reports.markdown import write_report_md
+    except ImportError:
+        return ""
+    return write_report_md(run_dir)
+
+
+def summary_line(result: RunResult) -> str:
+    """pytest-like closing line over the suite's expectations (failed cells are reported above it)."""
+    passed = sum(e.passed for e in result.expectations)
+    failed = len(result.expectations) - passed
+    return f"{passed} passed, {failed} failed"
+
+
+def env_workers(default: int = 1) -> int:
+    return int(os.environ.get("BENCH_WORKERS", default))

@@ -1,0 +1,67 @@
+"""Registers every built-in metric lazily ("module:attr"), with the metadata reports and suites read.
+
+Meta keys: `better` ("up" / "down" / None for diagnostics without a direction), `family`, `needs` (models
+the metric calls: "embedder", "scorer"), `summary` (one line for `bench list metrics`), `version`
+(bumped when a definition changes, recorded with every score so re-scoring is traceable).
+Importing this module imports nothing but the registry.
+"""
+
+from __future__ import annotations
+
+from bench.registry import METRICS
+
+_BUILTINS: list[tuple[str, str, str | None, str, tuple[str, ...], str]] = [
+    # name, "module:function", better, family, needs, summary
+    ("parse_rate", "metrics.validity:parse_rate", "up", "structure", (), "share of samples holding a parseable JSON object"),
+    ("schema_valid", "metrics.validity:schema_valid", "up", "structure", (), "share of samples valid under the task's JSON Schema (Draft 2020-12)"),
+    ("tsr", "metrics.validity:tsr", "up", "structure", (), "task success: schema-valid and the default rubric passes"),
+    ("tsr_judge", "metrics.validity:tsr_judge", "up", "structure", (), "tsr and the LLM judge's yes on every rubric question (NaN without a judge)"),
+    ("missing_required", "metrics.validity:missing_required", "down", "structure", (), "share of parsed records missing a required key (per-field counts in info)"),
+    ("type_violations", "metrics.validity:type_violations", "down", "structure", (), "share of parsed records with a value of the wrong type"),
+    ("enum_violations", "metrics.validity:enum_violations", "down", "structure", (), "share of parsed records with a value outside its enum/const"),
+    ("truncation_rate", "metrics.validity:truncation_rate", "down", "structure", (), "share of samples cut off before the JSON closed"),
+    ("harness_failures", "metrics.validity:harness_failures", None, "structure", (), "samples lost to backend errors/timeouts (excluded from denominators)"),
+    ("field_overlap", "metrics.memorization:field_overlap", "down", "memorization", (), "share of (path, value) leaves also found in the references"),
+    ("novelty", "metrics.memorization:novelty", "up", "memorization", (), "share of word 3-grams absent from the references"),
+    ("diversity", "metrics.lexical:distinct_2", "up", "diversity", (), "distinct-2: unique / all word bigrams over the cell"),
+    ("distinct_1", "metrics.lexical:distinct_1", "up", "diversity", (), "unique / all word unigrams over the cell"),
+    ("distinct_2", "metrics.lexical:distinct_2", "up", "diversity", (), "unique / all word bigrams over the cell (same as diversity)"),
+    ("distinct_3", "metrics.lexical:distinct_3", "up", "diversity", (), "unique / all word trigrams over the cell"),
+    ("self_bleu", "metrics.lexical:self_bleu", "down", "diversity", (), "mean BLEU-4 of each record against the cell's other records (0..1)"),
+    ("entropy", "metrics.lexical:entropy", "up", "diversity", (), "Shannon entropy (nats) of the cell's word unigrams"),
+    ("similarity", "metrics.semantic:similarity", "up", "semantic", ("embedder",), "mean max cosine of each record to the holdout"),
+    ("perplexity", "metrics.perplexity:perplexity", "down", "fluency", ("scorer",), "exp(NLL per token) of compact JSON under the scorer LM"),
+    ("bleu", "metrics.reference:bleu", "up", "reference", ("embedder",), "sacrebleu corpus BLEU vs each record's nearest holdout record (x100)"),
+    ("rouge_l", "metrics.reference:rouge_l", "up", "reference", ("embedder",), "ROUGE-L F1 (stemmed) vs nearest holdout record (x100)"),
+    ("meteor", "metrics.reference:meteor", "up", "reference", ("embedder",), "nltk METEOR vs nearest holdout record (x100; WordNet variant in info)"),
+]
+
+#: Metrics scored when a suite names none: every paper metric plus the structure diagnostics.
+DEFAULT_METRICS: list[str] = [
+    "parse_rate",
+    "schema_valid",
+    "tsr",
+    "field_overlap",
+    "similarity",
+    "diversity",
+    "distinct_1",
+    "distinct_3",
+    "self_bleu",
+    "novelty",
+    "entropy",
+    "perplexity",
+    "bleu",
+    "rouge_l",
+    "meteor",
+    "missing_required",
+    "type_violations",
+    "enum_violations",
+    "truncation_rate",
+    "harness_failures",
+]
+
+#: Metrics computable from stored samples alone (no embedder, no scorer).
+MODEL_FREE_METRICS: list[str] = [name for name, _, _, _, needs, _ in _BUILTINS if not needs]
+
+for _name, _ref, _better, _family, _needs, _summary in _BUILTINS:
+    METRICS.register(_name, _ref, better=_better, family=_family, needs=_needs, summary=_summary, version=1)

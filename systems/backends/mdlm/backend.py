@@ -1,0 +1,380 @@
+"""The embedded masked-diffusion LM as a TextBackend: trained per task (cached), decoded by the LLaDA sampler.
+
+`EmbeddedMDLMBackend.from_spec(spec, env)` trains (or loads from `env.cache_dir/mdlm/<key>`) a small
+masked-diffusion transformer on `env.task.references`; the key hashes the task's data fingerprint and
+references, the training config and the seed. `generate` runs LLaDA sampling (systems/backends/
+llada_sampler.py) with the request's diffusion knobs; `infill` fills schema skeletons for
+`llada-skeleton`; `nll` gives LLaDA's Monte Carlo likelihood bound (labelled a bound in `identity`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bench.errors import BenchError
+from bench.types import JSON, Completion, GenerationRequest, TaskSpec
+from systems.backends.llada_sampler import SamplerConfig, cut_at_eos, denoise, left_pad, mc_nll_bound
+from systems.backends.mdlm.model import MaskedDiffusionTransformer, ModelConfig
+from systems.backends.mdlm.tokenizer import SPECIALS, BPETokenizer
+from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, prompt_ids, record_text, train_model
+from systems.skeleton import SkeletonPlan, Slot
+from systems.skeleton_infill import Canvas, SlotVocab, lay_out, read_slots
+
+CODE_VERSION = "mdlm-1"  # bump when training or tokenization changes meaning
+
+
+class MDLMParams(BaseModel):
+    """Catalog `params` of the embedded DLM: training config plus default sampler settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    vocab_size: int = Field(1024, ge=300, le=8192, description="BPE vocabulary size (incl. 261 byte/special ids)")
+    d_model: int = Field(128, ge=16, description="Transformer width")
+    n_layers: int = Field(3, ge=1, description="Transformer layers")
+    n_heads: int = Field(4, ge=1, description="Attention heads")
+    d_ff: int = Field(384, ge=16, description="Feed-forward width")
+    max_prompt_tokens: int = Field(48, ge=4, description="Prompt window; longer prompts keep their tail")
+    max_response_tokens: int = Field(160, ge=8, description="Cap on the response window")
+    max_slot_tokens: int = Field(24, ge=1, description="Cap on one skeleton slot's token budget")
+    skeleton_fraction: float = Field(0.4, ge=0, le=1, description="Share of training examples in slot form")
+    train_steps: int = Field(1200, ge=1, description="Optimizer steps (fixed, so training is deterministic)")
+    batch_size: int = Field(32, ge=1, description="Training batch size")
+    lr: float = Field(2e-3, gt=0, description="Peak learning rate (warmup then cosine)")
+    seed: int | None = Field(None, description="Training seed; None = the env's seed")
+    steps: int = Field(12, ge=1, description="Default denoising steps T (the paper's T = 12)")
+    block_length: int | None = Field(None, ge=1, description="Default semi-AR block length; None = one block")
+    remasking: Literal["low_confidence", "random"] = Field("low_confidence", description="Default remasking")
+    temperature: float = Field(1.0, ge=0, description="Default Gumbel temperature")
+    cfg_scale: float = Field(0.0, ge=0, description="Default classifier-free guidance scale (0 = off)")
+    threshold: float | None = Field(None, gt=0, lt=1, description="Default Fast-dLLM commit threshold")
+    prefix_cache: bool = Field(False, description="Default: reuse prefix keys/values within a block")
+    gen_batch_size: int = Field(16, ge=1, description="Rows per sampler batch (transport only)")
+    threads: int | None = Field(None, ge=1, description="torch threads for this backend (transport only)")
+
+    def train_config(self) -> TrainConfig:
+        return TrainConfig(
+            vocab_size=self.vocab_size,
+            d_model=self.d_model,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            d_ff=self.d_ff,
+            max_prompt_tokens=self.max_prompt_tokens,
+            max_response_tokens=self.max_response_tokens,
+            max_slot_tokens=self.max_slot_tokens,
+            skeleton_fraction=self.skeleton_fraction,
+            steps=self.train_steps,
+            batch_size=self.batch_size,
+            lr=self.lr,
+        )
+
+
+SAMPLER_KEYS = ("steps", "gen_length", "block_length", "remasking", "temperature", "cfg_scale", "threshold", "prefix_cache")
+
+
+def data_fingerprint(spec: TaskSpec) -> str:
+    """Hash of what the model is trained on: references, schema, instruction, task name and fingerprint."""
+    h = hashlib.sha256()
+    h.update(json.dumps([spec.name, spec.fingerprint, spec.instruction, spec.schema], sort_keys=True).encode())
+    for r in spec.references:
+        h.update(json.dumps(r, sort_keys=True, ensure_ascii=False).encode())
+    return h.hexdigest()
+
+
+@dataclass
+class InfillRow:
+    """One skeleton to fill: its prompt, layout and per-row seed."""
+
+    prompt: str
+    segs: Sequence[Any]
+    seed: int
+
+
+@dataclass
+class InfillResult:
+    slot_texts: list[str]
+    nfe: int
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+
+
+class EmbeddedMDLMBackend:
+    """A per-task masked-diffusion LM served through LLaDA's sampler."""
+
+    kind = "mdlm"
+
+    def __init__(
+        self,
+        model: MaskedDiffusionTransformer,
+        prep: Prepared,
+        params: MDLMParams,
+        data_hash: str,
+        train_seed: int,
+        train_seconds: float = 0.0,
+        loaded_from_cache: bool = False,
+        train_log: list[JSON] | None = None,
+    ) -> None:
+        self.model = model
+        self.tok = prep.tok
+        self.plan = prep.plan
+        self.response_length = prep.response_length
+        self.params = params
+        self.data_hash = data_hash
+        self.train_seed = train_seed
+        self.train_seconds = train_seconds
+        self.loaded_from_cache = loaded_from_cache
+        self.train_log = train_log or []
+        if params.threads:
+            torch.set_num_threads(params.threads)
+        texts = [None if i < len(SPECIALS) else self.tok.token_text(i) for i in range(self.tok.vocab_size)]
+        self.slot_vocab = SlotVocab(texts, [self.tok.nul_id, self.tok.eos_id], self.tok.encode)
+        # natural generation may use any byte token or EOS, never pad/mask/sep/nul
+        self._natural_allowed = torch.ones(self.tok.vocab_size, dtype=torch.bool)
+        self._natural_allowed[[self.tok.pad_id, self.tok.mask_id, self.tok.sep_id, self.tok.nul_id]] = False
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_spec(cls, spec: JSON, env: Any) -> EmbeddedMDLMBackend:
+        """Train on `env.task` (or load the cached model); `spec["params"]` holds MDLMParams."""
+        try:
+            params = MDLMParams(**(spec.get("params") or {}))
+        except ValidationError as exc:
+            raise BenchError(f"embedded DLM params: {exc}") from exc
+        task: TaskSpec | None = getattr(env, "task", None)
+        if task is None:
+            raise BenchError("the embedded diffusion LM is trained per task: its catalog entry needs per_task: true")
+        seed = params.seed if params.seed is not None else int(getattr(env, "seed", 0))
+        return cls.train_or_load(task, params, Path(env.cache_dir), seed)
+
+    @classmethod
+    def cache_key(cls, task: TaskSpec, params: MDLMParams, seed: int) -> str:
+        d = {
+            "code": CODE_VERSION,
+            "data": data_fingerprint(task),
+            "train": asdict(params.train_config()),
+            "seed": seed,
+        }
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:24]
+
+    @classmethod
+    def train_or_load(cls, task: TaskSpec, params: MDLMParams, cache_dir: Path, seed: int) -> EmbeddedMDLMBackend:
+        key = cls.cache_key(task, params, seed)
+        folder = cache_dir / "mdlm" / key
+        cfg = params.train_config()
+        if (folder / "meta.json").exists():
+            meta = json.loads((folder / "meta.json").read_text())
+            prep = prepare(task, cfg)
+            if prep.tok.to_json() != BPETokenizer.load(folder / "tokenizer.json").to_json():
+                raise BenchError(f"cached embedded DLM {folder} does not match its tokenizer; delete the folder")
+            model = MaskedDiffusionTransformer(ModelConfig(**meta["model_config"]))
+            model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
+            model.eval()
+            return cls(model, prep, params, data_fingerprint(task), seed, meta["train_seconds"], True, meta["log"])
+        log: list[JSON] = []
+        model, prep, seconds = train_model(task, cfg, seed, log)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{key}-"))
+        try:
+            torch.save(model.state_dict(), tmp / "model.pt")
+            prep.tok.save(tmp / "tokenizer.json")
+            meta = {
+                "model_config": model.cfg.to_json(),
+                "train_config": asdict(cfg),
+                "seed": seed,
+                "task": task.name,
+                "data_fingerprint": data_fingerprint(task),
+                "train_seconds": seconds,
+                "log": log,
+            }
+            (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+            try:
+                os.replace(tmp, folder)
+            except OSError:  # another process finished first: keep theirs
+                shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        return cls(model, prep, params, data_fingerprint(task), seed, seconds, False, log)
+
+    # ------------------------------------------------------------------ TextBackend
+    def identity(self) -> JSON:
+        return {
+            "kind": self.kind,
+            "code": CODE_VERSION,
+            "data_fingerprint": self.data_hash,
+            "train": asdict(self.params.train_config()),
+            "train_seed": self.train_seed,
+            "sampler_defaults": self.default_sampler().to_json(),
+            "likelihood": "monte-carlo upper bound on NLL (LLaDA)",
+        }
+
+    def default_sampler(self, **overrides: Any) -> SamplerConfig:
+        p = self.params
+        d: dict[str, Any] = {
+            "steps": p.steps,
+            "gen_length": self.response_length,
+            "block_length": p.block_length,
+            "remasking": p.remasking,
+            "temperature": p.temperature,
+            "cfg_scale": p.cfg_scale,
+            "threshold": p.threshold,
+            "prefix_cache": p.prefix_cache,
+        }
+        for k, v in overrides.items():
+            if k not in SAMPLER_KEYS:
+                raise BenchError(f"unknown diffusion knob {k!r}; known: {', '.join(SAMPLER_KEYS)}")
+            d[k] = v
+        d["gen_length"] = min(int(d["gen_length"]), self.response_length)
+        return SamplerConfig(**d)
+
+    def _sampler_for(self, req: GenerationRequest) -> SamplerConfig:
+        extra = dict(req.params.extra)
+        if "temperature" not in extra:
+            extra["temperature"] = req.params.temperature
+        return self.default_sampler(**{k: v for k, v in extra.items() if k in SAMPLER_KEYS})
+
+    @staticmethod
+    def row_seed(seed: int, sample_index: int) -> int:
+        return int(hashlib.sha256(f"{seed}:{sample_index}".encode()).hexdigest()[:8], 16)
+
+    def _prompt_text(self, req: GenerationRequest) -> str:
+        return "\n".join(content for _, content in req.messages)
+
+    def _natural_hook(self, prompt_len: int):  # noqa: ANN202
+        allowed = self._natural_allowed
+
+        def hook(logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            logits[:, prompt_len:, ~allowed] = -torch.inf
+            return logits
+
+        return hook
+
+    def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
+        out: list[Completion | None] = [None] * len(requests)
+        groups: dict[SamplerConfig, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(self._sampler_for(r), []).append(i)
+        bs = self.params.gen_batch_size
+        for cfg, idx in groups.items():
+            for c0 in range(0, len(idx), bs):
+                chunk = idx[c0 : c0 + bs]
+                prompts = [prompt_ids(self.tok, self._prompt_text(requests[i]), self.params.max_prompt_tokens) for i in chunk]
+                seeds = [self.row_seed(requests[i].seed, requests[i].sample_index) for i in chunk]
+                for i, comp in zip(chunk, self.generate_ids(prompts, cfg, seeds), strict=True):
+                    out[i] = comp
+        return [c for c in out if c is not None]
+
+    @torch.no_grad()
+    def generate_ids(self, prompts: list[list[int]], cfg: SamplerConfig, seeds: list[int]) -> list[Completion]:
+        """One sampler batch; per-row outputs do not depend on the batch (see llada_sampler.denoise)."""
+        t0 = time.perf_counter()
+        ids, pmask = left_pad(prompts, self.tok.pad_id)
+        b, p = ids.shape
+        canvas = torch.cat([ids, torch.full((b, cfg.gen_length), self.tok.mask_id, dtype=torch.long)], dim=1)
+        attn = torch.cat([pmask, torch.ones((b, cfg.gen_length), dtype=torch.bool)], dim=1)
+        res = denoise(
+            self.model,
+            canvas,
+            p,
+            self.tok.mask_id,
+            cfg,
+            seeds,
+            attention_mask=attn,
+            logits_hook=self._natural_hook(p),
+            cached_model=self.model if cfg.prefix_cache else None,
+        )
+        secs = (time.perf_counter() - t0) / b
+        comps = []
+        for j in range(b):
+            resp, stopped = cut_at_eos(res.x[j, p:].tolist(), [self.tok.eos_id])
+            comps.append(
+                Completion(
+                    text=self.tok.decode(resp),
+                    tokens_in=len(prompts[j]),
+                    tokens_out=len(resp),
+                    finish_reason="stop" if stopped else "length",
+                    seconds=secs,
+                    nfe=int(res.row_nfe[j]) if res.row_nfe is not None else res.nfe,
+                )
+            )
+        return comps
+
+    # ------------------------------------------------------------------ skeleton infilling
+    def skeleton_plan(self, task: TaskSpec | None = None) -> SkeletonPlan:
+        """The plan the model was trained with (its budgets are in this tokenizer's tokens)."""
+        return self.plan
+
+    def skeleton_fits(self, segs: Sequence[Any]) -> bool:
+        return len(lay_out(segs, self.tok.encode, self.tok.mask_id, self.tok.eos_id).tokens) <= self.response_length
+
+    @torch.no_grad()
+    def infill(self, rows: Sequence[InfillRow], **overrides: Any) -> list[InfillResult]:
+        """Fill the slots of each row's skeleton; structure tokens stay fixed. Batched by gen_batch_size."""
+        cfg = self.default_sampler(**overrides)
+        out: list[InfillResult] = []
+        bs = self.params.gen_batch_size
+        for c0 in range(0, len(rows), bs):
+            chunk = rows[c0 : c0 + bs]
+            t0 = time.perf_counter()
+            prompts = [prompt_ids(self.tok, r.prompt, self.params.max_prompt_tokens) for r in chunk]
+            canvases: list[Canvas] = [
+                lay_out(r.segs, self.tok.encode, self.tok.mask_id, self.tok.eos_id, self.response_length) for r in chunk
+            ]
+            ids, pmask = left_pad(prompts, self.tok.pad_id)
+            b, p = ids.shape
+            resp = torch.tensor([c.tokens for c in canvases], dtype=torch.long)
+            canvas = torch.cat([ids, resp], dim=1)
+            attn = torch.cat([pmask, torch.ones_like(resp, dtype=torch.bool)], dim=1)
+            allowed = self.slot_vocab.allowed(canvases, p, canvas.shape[1])
+
+            def hook(logits: torch.Tensor, x: torch.Tensor, allowed: torch.Tensor = allowed) -> torch.Tensor:
+                return logits.masked_fill(~allowed, -torch.inf)
+
+            res = denoise(
+                self.model,
+                canvas,
+                p,
+                self.tok.mask_id,
+                cfg,
+                [r.seed for r in chunk],
+                attention_mask=attn,
+                logits_hook=hook,
+                cached_model=self.model if cfg.prefix_cache else None,
+            )
+            secs = (time.perf_counter() - t0) / b
+            for j, c in enumerate(canvases):
+                texts = read_slots(res.x[j].tolist(), c, p, self.tok.decode, {self.tok.nul_id, self.tok.eos_id})
+                n_slot = sum(len(pos) for _, pos in c.slots)
+                out.append(InfillResult(texts, int(res.row_nfe[j]) if res.row_nfe is not None else res.nfe, len(prompts[j]), n_slot, secs))
+        return out
+
+    # ------------------------------------------------------------------ likelihood bound
+    @torch.no_grad()
+    def nll(self, texts: list[str], n_mc: int = 32, seed: int = 0, prompt: str = "") -> list[tuple[float, int]]:
+        """LLaDA's Monte Carlo upper bound on each text's NLL (nats) given `prompt`; (bound, tokens).
+
+        A bound, not an exact likelihood: perplexities from it are upper bounds and are labelled so.
+        """
+        p = prompt_ids(self.tok, prompt, self.params.max_prompt_tokens)
+        out = []
+        for i, t in enumerate(texts):
+            r = self.tok.encode(t)[: self.response_length]
+            r = r + [self.tok.eos_id] * (self.response_length - len(r))
+            bound, n = mc_nll_bound(self.model, p, r, self.tok.mask_id, n_mc, seed + i)
+            out.append((bound, n))
+        return out
+
+
+__all__ = ["EmbeddedMDLMBackend", "InfillResult", "InfillRow", "MDLMParams", "record_text", "Slot"]

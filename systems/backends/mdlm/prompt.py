@@ -1,0 +1,96 @@
+"""Natural-language prompts for diffusion generation, rendered from editable parts.
+
+The embedded DLM is trained on prompts of exactly this shape (with parts randomly present or absent),
+so what a prompt says steers what it generates; AoD's optimizer edits the parts or the rendered text.
+Layout, one item per line: instruction, free notes, examples, `Fields: a, b, c`, then `field: value`
+hints. Specific information comes last because over-long prompts are cut from the left.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.types import JSON, TaskSpec
+
+
+@dataclass
+class PromptParts:
+    """The pieces of a generation prompt; every piece is optional."""
+
+    instruction: str = ""
+    notes: list[str] = field(default_factory=list)
+    examples: list[JSON] = field(default_factory=list)
+    fields: list[str] = field(default_factory=list)
+    hints: list[tuple[str, str]] = field(default_factory=list)
+
+
+def render_prompt(parts: PromptParts) -> str:
+    """The prompt text the DLM sees (deterministic in `parts`)."""
+    lines: list[str] = []
+    if parts.instruction.strip():
+        lines.append(parts.instruction.strip())
+    lines.extend(n.strip() for n in parts.notes if n.strip())
+    lines.extend("Example: " + json.dumps(e, ensure_ascii=False) for e in parts.examples)
+    if parts.fields:
+        lines.append("Fields: " + ", ".join(parts.fields))
+    lines.extend(f"{k}: {v}" for k, v in parts.hints)
+    return "\n".join(lines)
+
+
+def leaf_items(record: Any, path: str = "") -> list[tuple[str, Any]]:
+    """(dotted path, value) of every scalar leaf; list items use `[]` like the metrics' paths."""
+    if isinstance(record, dict):
+        return [it for k, v in record.items() for it in leaf_items(v, f"{path}.{k}" if path else k)]
+    if isinstance(record, list):
+        return [it for v in record for it in leaf_items(v, f"{path}[]")]
+    return [(path, record)]
+
+
+def hint_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def top_fields(spec: TaskSpec) -> list[str]:
+    return list(spec.schema.get("properties", {}))
+
+
+def default_parts(spec: TaskSpec, examples: Sequence[JSON] = (), with_fields: bool = True) -> PromptParts:
+    """The `llada` system's prompt: task instruction, few-shot references, the field list."""
+    return PromptParts(
+        instruction=spec.instruction,
+        examples=list(examples),
+        fields=top_fields(spec) if with_fields else [],
+    )
+
+
+GENERIC_INSTRUCTIONS = (
+    "Generate one new {name} record as JSON.",
+    "Write a JSON record.",
+    "Create a realistic {name} entry in JSON format.",
+    "",
+)
+
+
+def training_parts(
+    spec: TaskSpec, target: JSON, rng: random.Random, max_hint_chars: int = 40
+) -> PromptParts:
+    """A randomly varied prompt whose hints are true of `target` (what the DLM learns to follow)."""
+    r = rng.random()
+    if r < 0.5:
+        instruction = spec.instruction
+    else:
+        instruction = rng.choice(GENERIC_INSTRUCTIONS).format(name=spec.name.split("/")[-1])
+    parts = PromptParts(instruction=instruction)
+    if rng.random() < 0.7:
+        parts.fields = top_fields(spec)
+    leaves = [(p, v) for p, v in leaf_items(target) if v is not None and len(hint_text(v)) <= max_hint_chars]
+    n_hints = rng.choice((0, 0, 1, 1, 2, 3))
+    for p, v in rng.sample(leaves, min(n_hints, len(leaves))):
+        parts.hints.append((p, hint_text(v)))
+    if rng.random() < 0.15 and len(spec.references) > 1:
+        parts.examples = [rng.choice(spec.references)]
+    return parts

@@ -1,0 +1,170 @@
+"""Training the embedded masked-diffusion LM on one task's references (LLaDA's SFT objective, small).
+
+Each example is `prompt <sep> response`, the prompt left-padded to a fixed width, the response filled
+with EOS to a fixed length (LLaDA-Instruct fills with EOS the same way, which teaches it the length).
+The response is either the record's JSON text ("natural" form, what `llada` generates) or its
+padded-slot skeleton form (what `llada-skeleton` infills: structure fixed, each value followed by
+`<nul>` up to the slot budget). A noise level t ~ U(eps, 1) masks each maskable response position with
+probability t; the loss is the cross-entropy on masked positions weighted 1/t and divided by the
+number of maskable positions (LLaDA Eq. 5). Everything is seeded; steps are fixed (no wall-clock
+stopping) so the same data, config and seed give the same weights.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from bench.types import JSON, TaskSpec
+from systems.backends.mdlm.model import MaskedDiffusionTransformer, ModelConfig
+from systems.backends.mdlm.prompt import render_prompt, training_parts
+from systems.backends.mdlm.tokenizer import BPETokenizer, train_bpe
+from systems.skeleton import SkeletonPlan, leaves, segments
+from systems.skeleton_infill import training_tokens
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training knobs (all in the cache key)."""
+
+    vocab_size: int = 1024
+    d_model: int = 128
+    n_layers: int = 3
+    n_heads: int = 4
+    d_ff: int = 384
+    max_prompt_tokens: int = 48
+    max_response_tokens: int = 160
+    max_slot_tokens: int = 24
+    skeleton_fraction: float = 0.4
+    steps: int = 1200
+    batch_size: int = 32
+    lr: float = 2e-3
+    warmup: int = 50
+    eps: float = 1e-3
+
+
+def record_text(record: JSON) -> str:
+    """The natural response form: JSON as `json.dumps` writes it (what parsers expect)."""
+    return json.dumps(record, ensure_ascii=False)
+
+
+def prompt_ids(tok: BPETokenizer, prompt: str, max_tokens: int) -> list[int]:
+    """Prompt tokens plus <sep>; over-long prompts keep their tail (fields and hints are at the end)."""
+    ids = tok.encode(prompt)[-(max_tokens - 1) :] if max_tokens > 1 else []
+    return ids + [tok.sep_id]
+
+
+@dataclass
+class Prepared:
+    """Tokenized material the training loop draws batches from."""
+
+    tok: BPETokenizer
+    plan: SkeletonPlan
+    response_length: int
+
+
+def prepare(spec: TaskSpec, cfg: TrainConfig) -> Prepared:
+    """Train the tokenizer on the references (JSON and prompt texts) and size the response window."""
+    texts = [record_text(r) for r in spec.references]
+    rng = random.Random(0)
+    texts += [render_prompt(training_parts(spec, r, rng)) for r in spec.references]
+    tok = train_bpe(texts, cfg.vocab_size)
+    plan = SkeletonPlan(spec.schema, spec.references, lambda s: len(tok.encode(s)), cfg.max_slot_tokens)
+    nat = sorted(len(tok.encode(record_text(r))) + 1 for r in spec.references)
+    q95 = nat[min(len(nat) - 1, int(0.95 * len(nat)))]
+    skel = []
+    for r in spec.references:
+        toks, _ = training_tokens(segments(plan.of_record(r)), [lf.value_text or "" for lf in leaves(plan.of_record(r))], tok.encode, tok.nul_id)
+        skel.append(len(toks) + 1)
+    skel.sort()
+    s95 = skel[min(len(skel) - 1, int(0.95 * len(skel)))]
+    return Prepared(tok, plan, min(cfg.max_response_tokens, max(q95, s95, 8)))
+
+
+def skeleton_example(prep: Prepared, record: JSON) -> tuple[list[int], list[int]]:
+    """Padded-slot tokens of `record` (arrays shortened until it fits) and its slot positions."""
+    plan, tok = prep.plan, prep.tok
+    tree = plan.of_record(record)
+
+    def toks(t):  # noqa: ANN001, ANN202
+        return training_tokens(segments(t), [lf.value_text or "" for lf in leaves(t)], tok.encode, tok.nul_id)
+
+    plan.shrink(tree, lambda t: len(toks(t)[0]) <= prep.response_length)
+    return toks(tree)
+
+
+def make_batch(
+    prep: Prepared, spec: TaskSpec, cfg: TrainConfig, rng: random.Random
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """ids (B, P+R), attention mask, and the maskable-position mask (response / slot positions)."""
+    tok = prep.tok
+    P, R = cfg.max_prompt_tokens, prep.response_length
+    ids = torch.full((cfg.batch_size, P + R), tok.pad_id, dtype=torch.long)
+    attn = torch.zeros((cfg.batch_size, P + R), dtype=torch.bool)
+    maskable = torch.zeros((cfg.batch_size, P + R), dtype=torch.bool)
+    for b in range(cfg.batch_size):
+        rec = rng.choice(spec.references)
+        p = prompt_ids(tok, render_prompt(training_parts(spec, rec, rng)), P)
+        ids[b, P - len(p) : P] = torch.tensor(p)
+        attn[b, P - len(p) :] = True
+        if rng.random() < cfg.skeleton_fraction:
+            resp, slot_pos = skeleton_example(prep, rec)
+            resp = resp[:R]
+            for s in slot_pos:
+                if s < R:
+                    maskable[b, P + s] = True
+        else:
+            resp = tok.encode(record_text(rec))[:R]
+            maskable[b, P:] = True
+        resp = resp + [tok.eos_id] * (R - len(resp))
+        ids[b, P:] = torch.tensor(resp)
+    return ids, attn, maskable
+
+
+def train_model(
+    spec: TaskSpec, cfg: TrainConfig, seed: int, log: list[JSON] | None = None
+) -> tuple[MaskedDiffusionTransformer, Prepared, float]:
+    """Train from scratch; returns (model in eval mode, prepared tokenizer/plan, seconds)."""
+    t0 = time.perf_counter()
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    prep = prepare(spec, cfg)
+    mcfg = ModelConfig(
+        vocab_size=prep.tok.vocab_size,
+        max_len=cfg.max_prompt_tokens + prep.response_length,
+        d_model=cfg.d_model,
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        d_ff=cfg.d_ff,
+    )
+    model = MaskedDiffusionTransformer(mcfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    gen = torch.Generator().manual_seed(seed)
+    model.train()
+    for step in range(cfg.steps):
+        lr = cfg.lr * min(1.0, (step + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * step / cfg.steps))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        ids, attn, maskable = make_batch(prep, spec, cfg, rng)
+        t = (1 - cfg.eps) * torch.rand((ids.shape[0], 1), generator=gen) + cfg.eps
+        masked = maskable & (torch.rand(ids.shape, generator=gen) < t)
+        noisy = torch.where(masked, torch.full_like(ids, prep.tok.mask_id), ids)
+        logits = model(noisy, attn)
+        ce = F.cross_entropy(logits[masked], ids[masked], reduction="none")
+        weights = (1.0 / t.expand_as(ids))[masked]
+        denom = maskable.sum(dim=1, keepdim=True).clamp_min(1).expand_as(ids)[masked].float()
+        loss = (ce * weights / denom).sum() / ids.shape[0]
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if log is not None and (step % 100 == 0 or step == cfg.steps - 1):
+            log.append({"step": step, "loss": float(loss), "seconds": time.perf_counter() - t0})
+    model.eval()
+    return model, prep, time.perf_counter() - t0

@@ -1,0 +1,130 @@
+"""Model-agnostic skeleton infilling: put a skeleton on the canvas, constrain slots, read values back.
+
+Used by every diffusion backend that offers `infill` (the embedded DLM and the LLaDA-8B adapter): the
+literal JSON pieces are tokenized piecewise and stay fixed; each slot becomes `budget` mask tokens; a
+logits hook restricts slot positions to tokens allowed for the slot's kind (digits for numbers, pieces
+of enum values for enums, no special tokens anywhere, no empty first position for non-empty values).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from systems.skeleton import Segment, Slot
+
+_UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
+
+
+@dataclass
+class Canvas:
+    """Response-region tokens of one skeleton and where each slot's positions are."""
+
+    tokens: list[int]
+    slots: list[tuple[Slot, list[int]]]  # slot, positions (relative to the response start)
+
+
+def lay_out(
+    segs: Sequence[Segment],
+    encode: Callable[[str], list[int]],
+    mask_id: int,
+    fill_id: int,
+    length: int | None = None,
+) -> Canvas:
+    """Tokens of the skeleton with masks at slots, filled with `fill_id` (EOS) up to `length`."""
+    tokens: list[int] = []
+    slots: list[tuple[Slot, list[int]]] = []
+    for s in segs:
+        if isinstance(s, str):
+            tokens.extend(encode(s))
+        else:
+            slots.append((s, list(range(len(tokens), len(tokens) + s.budget))))
+            tokens.extend([mask_id] * s.budget)
+    if length is not None:
+        if len(tokens) > length:
+            raise ValueError(f"skeleton of {len(tokens)} tokens exceeds the response length {length}")
+        tokens.extend([fill_id] * (length - len(tokens)))
+    return Canvas(tokens, slots)
+
+
+def training_tokens(
+    segs: Sequence[Segment],
+    values: Sequence[str],
+    encode: Callable[[str], list[int]],
+    slot_pad_id: int,
+) -> tuple[list[int], list[int]]:
+    """The padded-slot form of a real record: (tokens, slot positions). Long values are cut at budget."""
+    tokens: list[int] = []
+    slot_pos: list[int] = []
+    it = iter(values)
+    for s in segs:
+        if isinstance(s, str):
+            tokens.extend(encode(s))
+        else:
+            v = encode(next(it))[: s.budget]
+            v = v + [slot_pad_id] * (s.budget - len(v))
+            slot_pos.extend(range(len(tokens), len(tokens) + s.budget))
+            tokens.extend(v)
+    return tokens, slot_pos
+
+
+class SlotVocab:
+    """Allowed-token masks per slot kind, computed once per tokenizer."""
+
+    def __init__(self, token_texts: Sequence[str | None], slot_pad_ids: Sequence[int], encode: Callable[[str], list[int]]):
+        v = len(token_texts)
+        self.encode = encode
+        self.size = v
+        self.pad = torch.zeros(v, dtype=torch.bool)
+        self.pad[list(slot_pad_ids)] = True
+        ok = [t is not None and t != "" for t in token_texts]
+        self.string = torch.tensor(
+            [o and not _UNESCAPED_QUOTE.search(t or "") and "\n" not in (t or "") for o, t in zip(ok, token_texts, strict=True)]
+        )
+        self.number = torch.tensor([o and bool(re.fullmatch(r"[0-9.eE+\-]+", t or "")) for o, t in zip(ok, token_texts, strict=True)])
+        self.integer = torch.tensor([o and bool(re.fullmatch(r"[0-9\-]+", t or "")) for o, t in zip(ok, token_texts, strict=True)])
+        self._enum: dict[tuple[str, ...], torch.Tensor] = {}
+
+    def for_slot(self, slot: Slot) -> torch.Tensor:
+        if slot.kind in ("enum", "boolean"):
+            key = slot.enum
+            if key not in self._enum:
+                m = torch.zeros(self.size, dtype=torch.bool)
+                for e in slot.enum:
+                    from systems.skeleton import value_text
+
+                    ids = self.encode(value_text(e))
+                    if ids:
+                        m[ids] = True
+                self._enum[key] = m
+            return self._enum[key]
+        if slot.kind == "integer":
+            return self.integer
+        if slot.kind == "number":
+            return self.number
+        return self.string
+
+    def allowed(self, canvases: Sequence[Canvas], offset: int, total: int) -> torch.Tensor:
+        """(b, total, V) mask: True where a token may be predicted; all True outside slots."""
+        out = torch.ones((len(canvases), total, self.size), dtype=torch.bool)
+        for j, c in enumerate(canvases):
+            for slot, pos in c.slots:
+                base = self.for_slot(slot)
+                for i, p in enumerate(pos):
+                    m = base.clone()
+                    if i > 0 or not slot.nonempty:
+                        m |= self.pad
+                    out[j, offset + p] = m
+        return out
+
+
+def read_slots(row: Sequence[int], canvas: Canvas, offset: int, decode: Callable[[list[int]], str], drop: set[int]) -> list[str]:
+    """The text of each slot, slot-pad / EOS tokens dropped."""
+    out = []
+    for _, pos in canvas.slots:
+        ids = [int(row[offset + p]) for p in pos]
+        out.append(decode([t for t in ids if t not in drop]))
+    return out
