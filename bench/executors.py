@@ -8,6 +8,7 @@ current cell down, which is recorded as failed, and a fresh worker takes its pla
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -58,6 +59,8 @@ class ProcessPool:
         return _Worker(proc, parent)
 
     def run(self, jobs: Iterable[CellJob], on_done: OnDone) -> None:
+        # split the cores between workers so model runtimes do not oversubscribe the CPU
+        os.environ.setdefault("BENCH_THREADS", str(max(1, (os.cpu_count() or 1) // self.n)))
         queue = list(jobs)
         queue.reverse()
         workers = [self._spawn() for _ in range(min(self.n, len(queue)))]

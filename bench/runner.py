@@ -13,7 +13,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +108,7 @@ def plan_jobs(sf: SuiteFile, run_dir: Path, opts: RunOptions) -> tuple[list[Cell
 
 
 def default_run_dir(suite: Suite) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{suite.name}-{stamp}"
 
 
@@ -193,7 +193,7 @@ def run_suite(suite_path: str | Path, overrides: dict[str, Any] | None = None,
             raise BenchError(f"{run_dir} already holds a run; use --resume {run_dir} to finish it")
     store = RunStore(run_dir)
     jobs, roles, fingerprints = plan_jobs(sf, run_dir, opts)
-    started = datetime.now(timezone.utc).isoformat()
+    started = datetime.now(UTC).isoformat()
     previous = store.read_manifest() if store.exists() else {}
     manifest = build_manifest(suite, sf.path, opts, jobs, roles, fingerprints, started, previous)
     store.write_manifest(manifest)
@@ -234,7 +234,7 @@ def run_suite(suite_path: str | Path, overrides: dict[str, Any] | None = None,
     hits = sum(o.cache_hits for o in outcomes)
     misses = sum(o.cache_misses for o in outcomes)
     manifest.update(
-        finished=datetime.now(timezone.utc).isoformat(),
+        finished=datetime.now(UTC).isoformat(),
         cache={**manifest.get("cache", {}), "hits": hits, "misses": misses},
         cell_status={s: sum(o.status == s for o in outcomes) for s in ("ok", "failed", "skipped")},
         expectations=[{"text": r.text, "passed": r.passed, "detail": r.detail} for r in results],

@@ -253,15 +253,10 @@ def _cross_check(sf: SuiteFile) -> None:
 
 
 def check_task_name(name: str) -> None:
-    """A task name is a registered name or `<registered family>/<member>`; members need the data dir."""
-    from bench.registry import TASKS
+    """A task name must resolve to a registered loader (members of families need the data dir later)."""
+    from bench.tasks import resolve_family
 
-    if name in TASKS:
-        return
-    family = name.split("/", 1)[0]
-    if "/" in name and family in TASKS:
-        return
-    raise UnknownNameError(f"unknown task {name!r}{suggest(name, TASKS.names())}")
+    resolve_family(name)
 
 
 # Metrics the runner derives from usage for every cell (not registered metric functions).

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -21,7 +23,7 @@ from bench.types import JSON, MetricResources, Sample, SampleStatus, TaskSpec
 from metrics.extract import Extraction, extract_record
 from metrics.records import canonical, values_text, words
 from metrics.rubric import Rubric
-from metrics.structure import SchemaCheck, check_record
+from metrics.structure import SchemaCheck, check_record, validator_for
 
 NAN = float("nan")
 
@@ -85,6 +87,22 @@ class Judged:
         return reasons + self.rubric_failures
 
 
+# Views of a task's references (rubric, reference n-grams, reference field pairs) are the same for every
+# cell of a task: keep them per TaskSpec object (held weakly, so a dropped spec frees its entry).
+_PER_SPEC: dict[tuple[int, str], tuple[weakref.ref, Any]] = {}
+
+
+def per_spec(spec: TaskSpec, name: str, build: Callable[[], Any]) -> Any:
+    """`build()` once per (spec object, name); later cells of the same task reuse the result."""
+    key = (id(spec), name)
+    hit = _PER_SPEC.get(key)
+    if hit is not None and hit[0]() is spec:
+        return hit[1]
+    value = build()
+    _PER_SPEC[key] = (weakref.ref(spec, lambda _r, k=key: _PER_SPEC.pop(k, None)), value)
+    return value
+
+
 # Holdout embeddings are the same for every cell of a task: keep a few, keyed by embedder and texts.
 _HOLDOUT_CACHE: dict[tuple[str, str], np.ndarray] = {}
 _HOLDOUT_CACHE_MAX = 16
@@ -102,7 +120,12 @@ class CellView:
     # ----------------------------------------------------------------- structure
     @cached_property
     def rubric(self) -> Rubric:
-        return Rubric(self.spec.schema, self.spec.references)
+        return per_spec(self.spec, "rubric", lambda: Rubric(self.spec.schema, self.spec.references))
+
+    @cached_property
+    def validator(self) -> Any:
+        """The task schema's bounded Draft 2020-12 validator (raises InvalidSchemaError for a bad schema)."""
+        return validator_for(self.spec.schema)
 
     @cached_property
     def judged(self) -> list[Judged]:
@@ -116,7 +139,9 @@ class CellView:
                 out[i] = Judged(s, True, None, None, [])
                 continue
             ext = extract_record(s.text, s.finish_reason)
-            check = check_record(ext.record, self.spec.schema) if ext.record is not None else None
+            check = (
+                check_record(ext.record, self.spec.schema, self.validator) if ext.record is not None else None
+            )
             failures: list[str] = []
             if ext.record is not None:
                 failures = self.rubric.failures(ext.record)
@@ -160,7 +185,9 @@ class CellView:
 
     @cached_property
     def reference_tokens(self) -> list[list[str]]:
-        return [words(values_text(r)) for r in self.spec.references]
+        return per_spec(
+            self.spec, "reference_tokens", lambda: [words(values_text(r)) for r in self.spec.references]
+        )
 
     def ngram_counts(self, n: int) -> Counter[tuple[str, ...]]:
         key = f"_ngrams_{n}"

@@ -125,10 +125,8 @@ def _scan_balanced(text: str, start: int) -> _Scan:
     """From a `{` at `start`, find where its bracket depth returns to zero, skipping strings."""
     depth = 0
     max_depth = 0
-    limit = start + MAX_CANDIDATE_CHARS
-    for m in _TOKENS.finditer(text, start):
-        if m.end() > limit:
-            return _Scan(None, max_depth, False, True)
+    limit = min(len(text), start + MAX_CANDIDATE_CHARS)
+    for m in _TOKENS.finditer(text, start, limit):  # never look past the size bound
         ch = text[m.start()]
         if ch == '"':
             continue
@@ -142,7 +140,7 @@ def _scan_balanced(text: str, start: int) -> _Scan:
             depth -= 1
             if depth <= 0:
                 return _Scan(m.end(), max_depth, False)
-    return _Scan(None, max_depth, False)
+    return _Scan(None, max_depth, False, too_long=limit < len(text))
 
 
 def _first_fenced_block(text: str) -> tuple[str, bool] | None:
@@ -195,7 +193,9 @@ def extract_record(text: str, finish_reason: str | None = None) -> Extraction:
     if scan.too_deep:
         return Extraction(SampleStatus.INVALID_JSON, None, f"nesting deeper than {MAX_DEPTH}")
     if scan.too_long:
-        return Extraction(SampleStatus.INVALID_JSON, None, f"JSON object longer than {MAX_CANDIDATE_CHARS} chars")
+        return Extraction(
+            SampleStatus.INVALID_JSON, None, f"JSON object longer than {MAX_CANDIDATE_CHARS} chars"
+        )
     if scan.end is None:
         return _fail("output ends inside an unclosed JSON object", finish_reason, ran_out=True)
     candidate = region[start : scan.end]
@@ -222,5 +222,7 @@ def _scan_array_or_object(stripped: str) -> Extraction | None:
     except ValueError:
         return None
     return Extraction(
-        SampleStatus.INVALID_JSON, None, f"top-level JSON is {type(value).__name__}, a record must be an object"
+        SampleStatus.INVALID_JSON,
+        None,
+        f"top-level JSON is {type(value).__name__}, a record must be an object",
     )

@@ -11,7 +11,7 @@ reference record.
 
 from __future__ import annotations
 
-from metrics.cell import NAN, CellView
+from metrics.cell import NAN, CellView, per_spec
 from metrics.records import leaves, ngrams, normalized_value
 from metrics.schema_paths import categorical_paths
 
@@ -30,7 +30,11 @@ def content_pairs(record: object, skip_paths: frozenset[str]) -> list[tuple[str,
 
 def field_overlap(cell: CellView) -> float:
     skip = categorical_paths(cell.spec.schema)
-    reference_pairs = {p for r in cell.spec.references for p in content_pairs(r, skip)}
+    reference_pairs = per_spec(
+        cell.spec,
+        "reference_pairs",
+        lambda: {p for r in cell.spec.references for p in content_pairs(r, skip)},
+    )
     total = hits = 0
     for record in cell.records:
         for pair in content_pairs(record, skip):
@@ -44,6 +48,8 @@ def novelty(cell: CellView) -> float:
     total = sum(counts.values())
     if not total:
         return NAN
-    reference = {g for toks in cell.reference_tokens for g in ngrams(toks, 3)}
+    reference = per_spec(
+        cell.spec, "reference_trigrams", lambda: {g for t in cell.reference_tokens for g in ngrams(t, 3)}
+    )
     novel = sum(c for g, c in counts.items() if g not in reference)
     return novel / total

@@ -111,7 +111,10 @@ def required_string_paths(schema: JSON) -> frozenset[str]:
         if "[]" in path:
             continue  # list items are not "required" fields
         parents = path.split(".")
-        ok = all(fields.get(".".join(parents[:i]), FieldInfo(required=True)).required for i in range(1, len(parents)))
+        ok = all(
+            fields.get(".".join(parents[:i]), FieldInfo(required=True)).required
+            for i in range(1, len(parents))
+        )
         if ok:
             out.add(path)
     return frozenset(out)

@@ -59,7 +59,9 @@ def _pattern(validator: Any, patrn: str, instance: Any, schema: JSON) -> Iterato
         yield ValidationError(f"{instance[:60]!r} does not match {patrn[:60]!r}")
 
 
-def _pattern_properties(validator: Any, props: JSON, instance: Any, schema: JSON) -> Iterator[ValidationError]:
+def _pattern_properties(
+    validator: Any, props: JSON, instance: Any, schema: JSON
+) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
     for patrn, subschema in props.items():
@@ -82,7 +84,9 @@ def _additional_properties(validator: Any, aP: Any, instance: Any, schema: JSON)
             continue
         hits = [_search(p, key) for p in patterns]
         if None in hits:
-            yield ValidationError(f"pattern check timed out for key {key[:60]!r}", validator="pattern_timeout")
+            yield ValidationError(
+                f"pattern check timed out for key {key[:60]!r}", validator="pattern_timeout"
+            )
             continue
         if not any(hits):
             extras.append(key)
@@ -90,7 +94,9 @@ def _additional_properties(validator: Any, aP: Any, instance: Any, schema: JSON)
         for key in extras:
             yield from validator.descend(instance[key], aP, path=key)
     elif not aP and extras:
-        yield ValidationError(f"additional properties are not allowed ({', '.join(repr(k[:40]) for k in extras[:5])})")
+        yield ValidationError(
+            f"additional properties are not allowed ({', '.join(repr(k[:40]) for k in extras[:5])})"
+        )
 
 
 BoundedValidator = jsonschema.validators.extend(
@@ -156,20 +162,30 @@ class SchemaCheck:
         }
 
 
-def check_record(record: Any, schema: JSON) -> SchemaCheck:
-    """Validate one parsed record and classify every error by kind and field."""
-    validator = validator_for(schema)
+def check_record(record: Any, schema: JSON, validator: Any = None) -> SchemaCheck:
+    """Validate one parsed record and classify every error by kind and field.
+
+    Pass `validator` (from `validator_for(schema)`) when checking many records, to skip the cache lookup.
+    """
+    validator = validator or validator_for(schema)
     check = SchemaCheck(valid=True)
+    missing_seen: set[tuple[int, str]] = (
+        set()
+    )  # jsonschema reports each missing key once per `required` error
     for err in validator.iter_errors(record):
         check.valid = False
         base = path_string(err.absolute_path)
         keyword = str(err.validator)
         if keyword == "required" and isinstance(err.instance, dict):
             for key in err.validator_value:
-                if key not in err.instance:
-                    check.counts[("missing_required", _join(base, key))] += 1
+                path = _join(base, key)
+                if key not in err.instance and (id(err.instance), path) not in missing_seen:
+                    missing_seen.add((id(err.instance), path))
+                    check.counts[("missing_required", path)] += 1
         else:
-            kind = KIND_OF_KEYWORD.get(keyword, "pattern_timeout" if keyword == "pattern_timeout" else "other")
+            kind = KIND_OF_KEYWORD.get(
+                keyword, "pattern_timeout" if keyword == "pattern_timeout" else "other"
+            )
             check.counts[(kind, base or "$")] += 1
         if len(check.messages) < MAX_MESSAGES:
             check.messages.append(f"{base or '$'}: {err.message[:200]}")

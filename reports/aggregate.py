@@ -215,7 +215,7 @@ def failed_cells(run_dir: Path | str) -> list[dict[str, Any]]:
 
 
 def metric_better(name: str) -> str | None:
-    """"up", "down" or None, from the metric registry; None for unknown metrics or a missing registry."""
+    """ "up", "down" or None, from the metric registry; None for unknown metrics or a missing registry."""
     try:
         from bench.registry import METRICS
 

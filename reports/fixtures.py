@@ -65,7 +65,9 @@ def write_run(
                 metrics = {m: (vs[i] if i < len(vs) else None) for m, vs in per_metric.items()}
                 metrics = {m: (float("nan") if v is None else float(v)) for m, v in metrics.items()}
             rows = (samples or {}).get((system, task, seed))
-            sample_objs = [Sample(index=j, text=str(r.get("text", ""))) for j, r in enumerate(rows)] if rows else None
+            sample_objs = (
+                [Sample(index=j, text=str(r.get("text", ""))) for j, r in enumerate(rows)] if rows else None
+            )
             scored = [dict(r.get("scored") or {}) for r in rows] if rows else None
             trace = list((traces or {}).get((system, task, seed)) or []) or None
             store.write_cell(

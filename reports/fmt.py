@@ -30,7 +30,7 @@ def fmt_num(x: float | None, decimals: int | None = None) -> str:
 
 
 def fmt_mean_std(mean: float | None, std: float | None, decimals: int | None = None) -> str:
-    """"m ± s" with both at the mean's precision; just "m" when std is undefined (one seed)."""
+    """ "m ± s" with both at the mean's precision; just "m" when std is undefined (one seed)."""
     if is_missing(mean):
         return DASH
     d = decimals_for(float(mean)) if decimals is None else decimals  # type: ignore[arg-type]

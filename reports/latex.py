@@ -87,7 +87,7 @@ def render_latex_document(tables: list[Table]) -> str:
         "\\documentclass{article}\n"
         "\\usepackage[T1]{fontenc}\n"
         "\\usepackage[utf8]{inputenc}\n"
-        "\\usepackage{lmodern}\n"
+        "\\IfFileExists{lmodern.sty}{\\usepackage{lmodern}}{}\n"  # scalable fonts when installed
         "\\usepackage{booktabs}\n"
         "\\usepackage[margin=1.5cm,landscape]{geometry}\n"
         "\\begin{document}\n" + body + "\\end{document}\n"

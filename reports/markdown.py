@@ -19,6 +19,7 @@ from reports.aggregate import (
     metric_better,
     metric_order,
     read_manifest,
+    suite_metric_names,
     system_stats,
     unique_in_order,
     write_results_csv,
@@ -65,32 +66,40 @@ def render_report_md(run_dir: Path | str) -> str:
     out.append("\n".join(f"- **{k}**: {md_escape(v)}" for k, v in facts) + "\n")
 
     cells = cell_stats(df)
-    pairs = unique_in_order(f"{s}\x00{t}" for s, t, _ in cells)
+    pairs = [tuple(p.split("\x00")) for p in unique_in_order(f"{s}\x00{t}" for s, t, _ in cells)]
+    declared = [m for m in suite_metric_names(manifest) if m in metrics]
+    main = declared or metrics
+    other = [m for m in metrics if m not in main]
     if not pairs:
         out.append("\n_No cells in this run yet._\n")
     else:
         out.append("\n## Per system and task (mean \u00b1 std over seeds)\n\n")
-        header = ["system", "task", "seeds", *[metric_header(m) for m in metrics]]
-        rows = []
-        for pair in pairs:
-            s, t = pair.split("\x00")
-            n_seeds = max((cells[(s, t, m)][0].n + cells[(s, t, m)][0].n_nan for m in metrics if (s, t, m) in cells), default=0)
-            n_failed = max((cells[(s, t, m)][1] for m in metrics if (s, t, m) in cells), default=0)
-            seeds = str(n_seeds) + (f" (+{n_failed} failed)" if n_failed else "")
-            vals = [fmt_mean_std(cells[(s, t, m)][0].mean, cells[(s, t, m)][0].std) if (s, t, m) in cells else fmt_mean_std(None, None) for m in metrics]
-            rows.append([md_escape(s), md_escape(t), seeds, *vals])
-        out.append(md_table(header, rows, ["l", "l", "r", *["r"] * len(metrics)]))
-
+        out.append(_cell_table(cells, pairs, main))
         sys_stats = system_stats(df)
         systems = unique_in_order(s for s, _ in sys_stats)
         out.append("\n## Per system (macro mean over tasks; mean \u00b1 std over seeds)\n\n")
-        header = ["system", "seeds", *[metric_header(m) for m in metrics]]
+        header = ["system", "seeds", *[metric_header(m) for m in main]]
         rows = []
         for s in systems:
-            n = max((sys_stats[(s, m)][0].n for m in metrics if (s, m) in sys_stats), default=0)
-            vals = [fmt_mean_std(sys_stats[(s, m)][0].mean, sys_stats[(s, m)][0].std) if (s, m) in sys_stats else fmt_mean_std(None, None) for m in metrics]
+            n = max((sys_stats[(s, m)][0].n for m in main if (s, m) in sys_stats), default=0)
+            vals = [
+                fmt_mean_std(sys_stats[(s, m)][0].mean, sys_stats[(s, m)][0].std)
+                if (s, m) in sys_stats
+                else fmt_mean_std(None, None)
+                for m in main
+            ]
             rows.append([md_escape(s), str(n), *vals])
-        out.append(md_table(header, rows, ["l", "r", *["r"] * len(metrics)]))
+        out.append(md_table(header, rows, ["l", "r", *["r"] * len(main)]))
+        if other:
+            out.append("\n## Efficiency and other values (per system and task)\n\n")
+            out.append(_cell_table(cells, pairs, other))
+
+    if pairs and suite.get("tables"):
+        from reports.table import tables_for_run
+
+        for table in tables_for_run(run_dir):
+            out.append(f"\n## Table {md_escape(table.name)}\n\n{render_table_md(table)}")
+            out.append("\n" + md_escape(" ".join(table.notes)) + "\n")
 
     expectations = [e for e in manifest.get("expectations") or [] if isinstance(e, dict)]
     if expectations:
@@ -117,6 +126,25 @@ def render_report_md(run_dir: Path | str) -> str:
     return "".join(out)
 
 
+def _cell_table(cells: dict, pairs: list[tuple[str, ...]], metrics: list[str]) -> str:
+    """Markdown table: one row per (system, task), one column per metric, with seed counts."""
+    header = ["system", "task", "seeds", *[metric_header(m) for m in metrics]]
+    rows = []
+    for s, t in pairs:
+        present = [cells[(s, t, m)] for m in metrics if (s, t, m) in cells]
+        n_seeds = max((st.n + st.n_nan for st, _ in present), default=0)
+        n_failed = max((nf for _, nf in present), default=0)
+        seeds = str(n_seeds) + (f" (+{n_failed} failed)" if n_failed else "")
+        vals = [
+            fmt_mean_std(cells[(s, t, m)][0].mean, cells[(s, t, m)][0].std)
+            if (s, t, m) in cells
+            else fmt_mean_std(None, None)
+            for m in metrics
+        ]
+        rows.append([md_escape(s), md_escape(t), seeds, *vals])
+    return md_table(header, rows, ["l", "l", "r", *["r"] * len(metrics)])
+
+
 def md_code(text: object) -> str:
     """Text for inside a `code span`: backticks cannot be escaped there, so they become quotes."""
     return str(text).replace("`", "'").replace("\n", " ")
@@ -136,9 +164,13 @@ def _manifest_facts(manifest: dict[str, Any], run_dir: Path | str) -> list[tuple
     if git.get("commit"):
         facts.append(("git", f"{git['commit']}{' (dirty)' if git.get('dirty') else ''}"))
     roles = manifest.get("roles") or {}
-    for role, spec in roles.items():
-        model = spec.get("model") if isinstance(spec, dict) else spec
-        facts.append((f"role {role}", str(model)))
+    for key, spec in roles.items():
+        if isinstance(spec, dict) and all(isinstance(v, dict) for v in spec.values()):
+            # system -> role -> model spec (the runner's layout): one line per system
+            used = ", ".join(f"{role}={_model_name(s)}" for role, s in sorted(spec.items()))
+            facts.append((f"models of {key}", used))
+        else:
+            facts.append((f"role {key}", _model_name(spec)))
     for k in ("created", "finished"):
         if manifest.get(k):
             facts.append((k, str(manifest[k])))
@@ -146,6 +178,12 @@ def _manifest_facts(manifest: dict[str, Any], run_dir: Path | str) -> list[tuple
     if cache:
         facts.append(("cache", f"{cache.get('hits', 0)} hits, {cache.get('misses', 0)} misses"))
     return facts
+
+
+def _model_name(spec: object) -> str:
+    if isinstance(spec, dict):
+        return str(spec.get("name") or spec.get("model") or "?")
+    return str(spec)
 
 
 def write_report_md(run_dir: Path | str) -> str:

@@ -75,7 +75,9 @@ def similarity_diversity(df: pd.DataFrame, base: Path) -> list[Path]:
 
     stats = system_stats(df)
     systems = [s for (s, m) in stats if m == "similarity" and (s, "diversity") in stats]
-    systems = [s for s in dict.fromkeys(systems) if stats[(s, "similarity")][0].n and stats[(s, "diversity")][0].n]
+    systems = [
+        s for s in dict.fromkeys(systems) if stats[(s, "similarity")][0].n and stats[(s, "diversity")][0].n
+    ]
     if not systems:
         return []
     plt = _pyplot()
@@ -122,8 +124,12 @@ def reward_curves(run_dir: Path | str, base: Path) -> list[Path]:
         mean = [s.mean for s in st]
         sem = [0.0 if math.isnan(s.sem) else s.sem for s in st]
         ax.plot(its, mean, marker="o", label=system)
-        ax.fill_between(its, [m - e for m, e in zip(mean, sem, strict=True)],
-                        [m + e for m, e in zip(mean, sem, strict=True)], alpha=0.2)
+        ax.fill_between(
+            its,
+            [m - e for m, e in zip(mean, sem, strict=True)],
+            [m + e for m, e in zip(mean, sem, strict=True)],
+            alpha=0.2,
+        )
     ax.set_xlabel("iteration")
     ax.set_ylabel("reward")
     ax.set_title("reward vs iteration (mean \u00b11 s.e. over tasks and seeds)", fontsize=9)
@@ -177,12 +183,14 @@ def throughput_vs_tsr(run_dir: Path | str, df: pd.DataFrame, base: Path) -> list
 
 def write_plots(run_dir: Path | str, df: pd.DataFrame | None = None) -> dict[str, list[Path]]:
     """Every plot that has data, under RUN_DIR/plots/; name -> [png, pdf]. Skipped plots are absent."""
-    from reports.aggregate import load_run, metric_order
+    from reports.aggregate import load_run, metric_order, read_manifest, suite_metric_names
 
     df = load_run(run_dir) if df is None else df
     out_dir = Path(run_dir) / PLOT_DIR
     plots: dict[str, list[Path]] = {}
-    for metric in metric_order(df):
+    present = metric_order(df)
+    declared = [m for m in suite_metric_names(read_manifest(run_dir)) if m in present]
+    for metric in declared or present:  # the suite's metrics; efficiency has its own plot
         files = metric_bars(df, metric, out_dir / f"bars_{_safe(metric)}")
         if files:
             plots[f"bars_{metric}"] = files

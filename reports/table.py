@@ -8,7 +8,7 @@ paper's Table 1 (`ResultsFileSource`, published means only).
 
 Bold rule (`bold: significant`, the default): in each column with a direction, the best value is bold
 only when it is significantly better than the runner-up: paired t-test on shared seeds when both rows
-have at least two, else Welch's t-test from mean, std and n, at level `alpha` (default 0.05). A tie or
+have at least three, else Welch's t-test from mean, std and n, at level `alpha` (default 0.05). A tie or
 missing seed-level data means no bold. `bold: best` bolds the strict best (what papers without seed data
 do, e.g. the published Table 1); `bold: none` never bolds.
 """
@@ -222,9 +222,12 @@ class RunSource:
         return list(dict.fromkeys(self.df["system"].tolist()))
 
     def metrics(self) -> list[str]:
-        from reports.aggregate import metric_order
+        """The suite's metrics (efficiency values the runner adds stay out of default tables)."""
+        from reports.aggregate import metric_order, suite_metric_names
 
-        return metric_order(self.df)
+        present = metric_order(self.df)
+        declared = [m for m in suite_metric_names(self.manifest) if m in present]
+        return declared or present
 
     def _frame(self, tasks: list[str] | None) -> pd.DataFrame:
         return self.df if not tasks else self.df[self.df["task"].isin(tasks)]
@@ -241,7 +244,9 @@ class RunSource:
             return TableCell(provenance=f"{self.describe()}: no cell of {system} has {metric}")
         st, n_failed = stats[(system, metric)]
         rows = macro[(macro["system"] == system) & (macro["metric"] == metric)]
-        seeds = {int(s): float(v) for s, v in zip(rows["seed"], rows["value"], strict=True) if not math.isnan(v)}
+        seeds = {
+            int(s): float(v) for s, v in zip(rows["seed"], rows["value"], strict=True) if not math.isnan(v)
+        }
         scope = "all tasks" if not tasks else ", ".join(tasks)
         prov = f"{self.describe()}: macro mean over {scope}; {st.n} seed(s)"
         if n_failed:
@@ -285,7 +290,12 @@ class ResultsFileSource:
         if v is None:
             return TableCell(n=0, provenance=f"{self.describe()}: not given")
         return TableCell(
-            float(v), float(sd) if sd is not None else math.nan, n, (math.nan, math.nan), None, self.describe()
+            float(v),
+            float(sd) if sd is not None else math.nan,
+            n,
+            (math.nan, math.nan),
+            None,
+            self.describe(),
         )
 
 
@@ -324,10 +334,10 @@ def _better_than(a: float, b: float, better: Better) -> bool:
 
 
 def significantly_better(best: TableCell, runner_up: TableCell, alpha: float) -> tuple[bool, float]:
-    """(is significant, p-value): paired t-test on >= 2 shared seeds, else Welch from summaries."""
+    """(is significant, p-value): paired t-test on >= 3 shared seeds, else Welch from summaries."""
     if best.seeds and runner_up.seeds:
         shared = sorted(set(best.seeds) & set(runner_up.seeds))
-        if len(shared) >= 2:
+        if len(shared) >= 3:
             p = paired_test([runner_up.seeds[s] for s in shared], [best.seeds[s] for s in shared]).p_ttest
             return (not math.isnan(p) and p < alpha, p)
     if best.n >= 2 and runner_up.n >= 2 and not is_missing(best.std) and not is_missing(runner_up.std):
@@ -383,7 +393,14 @@ def tables_for_run(run_dir: Path | str, names: list[str] | None = None) -> list[
     source = RunSource(run_dir)
     suite = source.manifest.get("suite") or {}
     specs = parse_tables(suite.get("tables")) or [default_spec(source)]
-    return [build_table(s, source) for s in _select(specs, names)]
+    tables = []
+    all_tasks = list(dict.fromkeys(source.df["task"].tolist()))
+    for spec in _select(specs, names):
+        table = build_table(spec, source)
+        tasks = [t for t in all_tasks if not spec.tasks or t in spec.tasks]
+        table.notes.insert(0, f"Macro mean over {len(tasks)} task(s): {', '.join(tasks)}.")
+        tables.append(table)
+    return tables
 
 
 def tables_for_results(path: Path | str, names: list[str] | None = None) -> list[Table]:

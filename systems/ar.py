@@ -10,7 +10,16 @@ import time
 from pydantic import BaseModel, ConfigDict, Field
 
 from bench.errors import BenchError
-from bench.types import GenerationRequest, GenerationResult, RunContext, Sample, SampleStatus, SamplingParams, TaskSpec, Usage
+from bench.types import (
+    GenerationRequest,
+    GenerationResult,
+    RunContext,
+    Sample,
+    SampleStatus,
+    SamplingParams,
+    TaskSpec,
+    Usage,
+)
 from systems.prompting import PromptParts, choose_examples, sample_rng
 
 

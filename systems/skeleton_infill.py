@@ -20,6 +20,24 @@ _UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
 
 
 @dataclass
+class InfillRow:
+    """One skeleton to fill: its prompt, layout and per-row seed."""
+
+    prompt: str
+    segs: Sequence[Segment]
+    seed: int
+
+
+@dataclass
+class InfillResult:
+    slot_texts: list[str]
+    nfe: int
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+
+
+@dataclass
 class Canvas:
     """Response-region tokens of one skeleton and where each slot's positions are."""
 
@@ -107,18 +125,24 @@ class SlotVocab:
             return self.number
         return self.string
 
-    def allowed(self, canvases: Sequence[Canvas], offset: int, total: int) -> torch.Tensor:
-        """(b, total, V) mask: True where a token may be predicted; all True outside slots."""
-        out = torch.ones((len(canvases), total, self.size), dtype=torch.bool)
+    def hook(self, canvases: Sequence[Canvas], offset: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """A sampler logits hook masking disallowed tokens at slot positions (no (b, L, V) mask built)."""
+        plan: list[tuple[int, list[int], torch.Tensor, torch.Tensor]] = []
         for j, c in enumerate(canvases):
             for slot, pos in c.slots:
                 base = self.for_slot(slot)
-                for i, p in enumerate(pos):
-                    m = base.clone()
-                    if i > 0 or not slot.nonempty:
-                        m |= self.pad
-                    out[j, offset + p] = m
-        return out
+                first = base if slot.nonempty else base | self.pad
+                plan.append((j, [offset + p for p in pos], ~first, ~(base | self.pad)))
+
+        def apply(logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            for j, pos, ban_first, ban_rest in plan:
+                logits[j, pos[0]] = logits[j, pos[0]].masked_fill(ban_first.to(logits.device), -torch.inf)
+                if len(pos) > 1:
+                    rest = logits[j, pos[1:]].masked_fill(ban_rest.to(logits.device), -torch.inf)
+                    logits[j, pos[1:]] = rest
+            return logits
+
+        return apply
 
 
 def read_slots(row: Sequence[int], canvas: Canvas, offset: int, decode: Callable[[list[int]], str], drop: set[int]) -> list[str]:

@@ -79,3 +79,14 @@ def test_report_md_escapes_hostile_names(tmp_path):
     assert "<script>" not in text
     assert md_escape(hostile) in text
     assert "t\\|x" in text
+
+
+def test_report_of_a_run_without_cells_still_renders(tmp_path):
+    from bench.store import RunStore
+
+    RunStore(tmp_path / "empty").write_manifest(
+        {"run_id": "empty", "suite": {"name": "s", "metrics": ["tsr"]}}
+    )
+    text = write_report_md(tmp_path / "empty")
+    assert "No cells in this run yet" in text and "Failed cells (0)" in text
+    assert load_run(tmp_path / "empty").empty

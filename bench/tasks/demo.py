@@ -152,7 +152,10 @@ def booking_records(seed: int = SEED, n: int = N_BOOKINGS) -> list[JSON]:
                 "flight_number": f"{code}{rng.randrange(100, 9999)}",
                 "cabin": cabin,
                 "passengers": passengers,
-                "lead_passenger": {"first_name": rng.choice(FIRST_NAMES), "last_name": rng.choice(LAST_NAMES)},
+                "lead_passenger": {
+                    "first_name": rng.choice(FIRST_NAMES),
+                    "last_name": rng.choice(LAST_NAMES),
+                },
                 "price": round(fare * passengers, 2),
             }
         )

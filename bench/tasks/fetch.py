@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -107,7 +106,11 @@ def _offline_error(url: str, reason: object) -> DataError:
 
 
 def fetch(
-    dest: Path, *, mirror: str | None = None, timeout: float = DEFAULT_TIMEOUT_S, include_optional: bool = False
+    dest: Path,
+    *,
+    mirror: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    include_optional: bool = False,
 ) -> list[FileCheck]:
     """Download the known upstream files into `dest`; returns one FileCheck per file considered."""
     mirror = mirror if mirror is not None else os.environ.get(MIRROR_ENV)
@@ -121,14 +124,16 @@ def fetch(
         if target.is_file():
             digest = sha256_file(target)
             if known.accepts(digest) or manifest.get(known.relpath, {}).get("sha256") == digest:
-                results.append(FileCheck(known.relpath, OK if known.accepts(digest) else UNVERIFIED, digest, "present"))
+                results.append(
+                    FileCheck(known.relpath, OK if known.accepts(digest) else UNVERIFIED, digest, "present")
+                )
                 continue
         url = mirrored(known.upstream_url, mirror)
         try:
             data = _download(url, timeout)
         except urllib.error.HTTPError as exc:
             raise DataError(f"cannot download {url}: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, TimeoutError, socket.timeout, ConnectionError, OSError) as exc:
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
             raise _offline_error(url, getattr(exc, "reason", exc)) from None
         digest = hashlib.sha256(data).hexdigest()
         if known.upstream_sha256 is not None and digest != known.upstream_sha256:

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from bench.errors import BenchError, DataError
-from bench.registry import TASKS
+from bench.registry import TASKS, UnknownNameError
 from bench.types import JSON, TaskSpec
 
 from .base import TaskFamily, TaskSource, assert_finite_json
@@ -23,14 +23,24 @@ from .split import fingerprint, split_records
 _GLOB_CHARS = set("*?[")
 
 
+def has_members(registered: str) -> bool:
+    """True for a family entry such as `superni` whose tasks are `superni/<member>`."""
+    return bool(TASKS.meta(registered).get("members"))
+
+
 def resolve_family(name: str) -> tuple[TaskFamily, str]:
     """(loader, variant) for a concrete task name; unknown names raise UnknownNameError with suggestions."""
     if name in TASKS:
+        if has_members(name):
+            raise UnknownNameError(
+                f"task {name!r} is a family: name one of its tasks ({name}/<task>, or the pattern {name}/*); "
+                "see `bench list tasks`"
+            )
         loader: TaskFamily = TASKS.get(name)
         return loader, name.split("/", 1)[1] if "/" in name else ""
     family, sep, variant = name.partition("/")
-    if sep and f"{family}/*" in TASKS:
-        return TASKS.get(f"{family}/*"), variant
+    if sep and family in TASKS and has_members(family):
+        return TASKS.get(family), variant
     TASKS.get(name)  # raises UnknownNameError with close matches
     raise AssertionError("unreachable")
 
@@ -50,7 +60,9 @@ def _dedupe(records: list[JSON]) -> tuple[list[JSON], int]:
 def _schema_of(name: str, source: TaskSource, records: list[JSON]) -> JSON:
     if source.schema is not None:
         return source.schema
-    return derive_schema(records, title=source.title, categorical=source.categorical, free_text=source.free_text)
+    return derive_schema(
+        records, title=source.title, categorical=source.categorical, free_text=source.free_text
+    )
 
 
 def load_task(
@@ -112,9 +124,8 @@ def list_tasks(data_dir: str | Path | None = None) -> list[str]:
         loader = TASKS.get(registered)
         if not hasattr(loader, "variants"):
             continue
-        if registered.endswith("/*"):
-            family = registered[:-2]
-            names.extend(f"{family}/{v}" for v in loader.variants(root))
+        if has_members(registered):
+            names.extend(f"{registered}/{v}" for v in loader.variants(root))
         elif not loader.needs_data_dir or (root is not None and loader.variants(root)):
             names.append(registered)
     return sorted(names)

@@ -140,7 +140,9 @@ class MultiWOZService:
         if not isinstance(entities, list) or not all(isinstance(e, dict) for e in entities):
             raise DataError(f"{db_file.relpath}: expected a JSON list of objects")
         records = [clean_entity(e) for e in entities]
-        slot_cats, slot_free = slot_vocabulary(loads_lenient(schema_file.data, schema_file.relpath), self.service)
+        slot_cats, slot_free = slot_vocabulary(
+            loads_lenient(schema_file.data, schema_file.relpath), self.service
+        )
         fields = {k for r in records for k in r}
         categorical = {f: slot_cats[_norm(f)] for f in fields if _norm(f) in slot_cats}
         free_text = frozenset(f for f in fields if _norm(f) in slot_free)

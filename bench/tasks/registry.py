@@ -1,7 +1,8 @@
 """Built-in task families, registered lazily by "module:attr" (importing this module is cheap).
 
-Each entry resolves to a loader implementing `bench.tasks.base.TaskFamily`. A name ending in `/*` is a
-family whose concrete tasks depend on the data dir (`superni/<task>` for every task file present).
+Each entry resolves to a loader implementing `bench.tasks.base.TaskFamily`. An entry with meta
+`members=True` is a family whose concrete tasks are `<family>/<member>` and depend on the data dir
+(`superni/<task>` for every task file present); the bare family name is not itself a task.
 """
 
 from bench.registry import TASKS
@@ -55,8 +56,9 @@ TASKS.register(
     family="self_instruct",
 )
 TASKS.register(
-    "superni/*",
+    "superni",
     "bench.tasks.superni:SUPERNI",
-    summary="Super-NaturalInstructions: one task per task file in the data dir (input/output)",
+    summary="superni/<task>: Super-NaturalInstructions, one task per task file in the data dir (input/output)",
     family="superni",
+    members=True,
 )

@@ -15,7 +15,10 @@ from bench.types import JSON
 
 from .base import TaskSource, check_options, loads_jsonl, read_source
 
-SOURCES = {"seed": "self_instruct/seed_tasks.jsonl", "user_oriented": "self_instruct/user_oriented_instructions.jsonl"}
+SOURCES = {
+    "seed": "self_instruct/seed_tasks.jsonl",
+    "user_oriented": "self_instruct/user_oriented_instructions.jsonl",
+}
 
 INSTRUCTION = (
     "Generate one instruction-following example in the style of the Self-Instruct dataset: a natural "
@@ -51,7 +54,9 @@ class SelfInstruct:
         sources = list(options.get("sources", list(SOURCES)))
         bad = [s for s in sources if s not in SOURCES]
         if bad or not sources:
-            raise BenchError(f"task 'self_instruct': option sources must name some of {list(SOURCES)}, got {sources}")
+            raise BenchError(
+                f"task 'self_instruct': option sources must name some of {list(SOURCES)}, got {sources}"
+            )
         files = [read_source(data_dir, SOURCES[s], "self_instruct") for s in sources]
         records: list[JSON] = []
         for f in files:

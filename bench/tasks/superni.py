@@ -42,7 +42,7 @@ def instruction_for(task: str, header: JSON) -> str:
     domains = ", ".join(str(d) for d in header.get("Domains") or [] if d) or "unspecified"
     return (
         f"Generate one new instance of the Super-NaturalInstructions task {task} (category: {categories}; "
-        f"domain: {domains}) as one JSON object with an \"input\" for the task and the correct \"output\" "
+        f'domain: {domains}) as one JSON object with an "input" for the task and the correct "output" '
         f"for that input. Task definition: {_text(header.get('Definition'))}"
     )
 
@@ -71,7 +71,9 @@ class SuperNI:
         if not variant or ("/" in variant) or not (data_dir / relpath).is_file():
             known = self.variants(data_dir)
             if known:
-                raise UnknownNameError(f"unknown task {name!r}{suggest(variant, known) or '; see `bench list tasks`'}")
+                raise UnknownNameError(
+                    f"unknown task {name!r}{suggest(variant, known) or '; see `bench list tasks`'}"
+                )
         source = read_source(data_dir, relpath, name)
         doc = loads_lenient(source.data, relpath)
         instances = doc.get("Instances") if isinstance(doc, dict) else None

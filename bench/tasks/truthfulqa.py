@@ -77,7 +77,9 @@ class TruthfulQA:
     version: str = "1"
     needs_data_dir: bool = True
     options_doc: dict[str, str] = field(
-        default_factory=lambda: {"best_incorrect_answer": "bool: add the current file's Best Incorrect Answer"}
+        default_factory=lambda: {
+            "best_incorrect_answer": "bool: add the current file's Best Incorrect Answer"
+        }
     )
 
     def variants(self, data_dir: Path | None) -> list[str]:

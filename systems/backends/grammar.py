@@ -783,6 +783,53 @@ class RegexToGrammar:
         return rep(node, lo, hi)
 
 
+# ------------------------------------------------------------------------------------------ bounds
+def bounded_schema(schema: JSON, limits: GrammarLimits | None = None) -> JSON:
+    """A copy of `schema` whose every string, array and integer is bounded (a subset of its language).
+
+    Any grammar engine (ours, llama.cpp's converter, a server's `response_format`) then produces finite
+    outputs: strings get `maxLength`, arrays `maxItems`, integers a digit range, and required free-text
+    strings `minLength: 1`.
+    """
+    limits = limits or GrammarLimits()
+    cap = 10**limits.max_int_digits - 1
+
+    def walk(node: Any, required: bool) -> Any:
+        if not isinstance(node, dict):
+            return node
+        out = dict(node)
+        for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            if isinstance(out.get(key), list):
+                out[key] = [walk(b, required) for b in out[key]]
+        for key in ("$defs", "definitions"):
+            if isinstance(out.get(key), dict):
+                out[key] = {k: walk(v, True) for k, v in out[key].items()}
+        if isinstance(out.get("properties"), dict):
+            req = set(out.get("required") or [])
+            out["properties"] = {k: walk(v, k in req) for k, v in out["properties"].items()}
+        if isinstance(out.get("items"), dict):
+            out["items"] = walk(out["items"], True)
+        if isinstance(out.get("additionalProperties"), dict):
+            out["additionalProperties"] = walk(out["additionalProperties"], True)
+        types = out.get("type")
+        kinds = set(types) if isinstance(types, list) else {types}
+        free = not any(k in out for k in ("enum", "const", "format", "pattern", "$ref"))
+        if "string" in kinds and free:
+            out.setdefault("maxLength", max(int(out.get("minLength", 0)), limits.max_string_chars))
+            if required and limits.nonempty_required_strings and "minLength" not in out and out["maxLength"] > 0:
+                out["minLength"] = 1
+        if "array" in kinds and "maxItems" not in out:
+            out["maxItems"] = max(int(out.get("minItems", 0)), limits.max_items)
+        if "integer" in kinds and free and kinds == {"integer"}:
+            if not any(k in out for k in ("minimum", "exclusiveMinimum")):
+                out["minimum"] = -cap
+            if not any(k in out for k in ("maximum", "exclusiveMaximum")):
+                out["maximum"] = cap
+        return out
+
+    return walk(schema, True)
+
+
 # ------------------------------------------------------------------------------------------ API
 def build_grammar(schema: JSON, limits: GrammarLimits | None = None) -> Grammar:
     """The grammar tree of a schema (rules by name; `root` first)."""

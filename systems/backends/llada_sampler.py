@@ -95,6 +95,21 @@ class SamplerConfig:
         }
 
 
+def checked(config: SamplerConfig, response_length: int) -> SamplerConfig:
+    """Reject knob combinations the reverse process cannot run, as a user error (BenchError)."""
+    from bench.errors import BenchError
+
+    blocks = math.ceil(response_length / config.block_length) if config.block_length else 1
+    if config.steps < blocks:
+        raise BenchError(
+            f"diffusion steps ({config.steps}) must be >= the number of blocks ({blocks} blocks of "
+            f"{config.block_length} over {response_length} response tokens)"
+        )
+    if config.remasking not in ("low_confidence", "random"):
+        raise BenchError(f"unknown remasking {config.remasking!r}")
+    return config
+
+
 @dataclass
 class SamplerOutput:
     """Final canvas plus accounting: NFE, steps actually run, and per-step commit counts (for tests)."""
@@ -149,15 +164,19 @@ def _forward(
     mask_id: int,
     cfg_scale: float,
 ) -> tuple[torch.Tensor, int]:
-    """One denoising prediction; returns float64 logits and the number of forward passes used."""
+    """One denoising prediction; returns logits (model dtype) and the number of forward passes used.
+
+    Logits stay in the model's dtype here (a float64 copy of (b, L, V) would not fit for LLaDA-8B's
+    126k vocabulary); the sampler converts the current block's slice to float64 before sampling.
+    """
     if cfg_scale > 0:
         un_x = x.clone()
         un_x[prompt_index] = mask_id
         am = None if attention_mask is None else torch.cat([attention_mask, attention_mask])
-        both = model(torch.cat([x, un_x]), am).to(torch.float64)
+        both = model(torch.cat([x, un_x]), am)
         cond, un = both.chunk(2, dim=0)
         return un + (cfg_scale + 1.0) * (cond - un), 2
-    return model(x, attention_mask).to(torch.float64), 1
+    return model(x, attention_mask), 1
 
 
 def denoise(
@@ -187,7 +206,7 @@ def denoise(
     seeds = [int(seed) + j for j in range(b)] if isinstance(seed, int) else [int(s) for s in seed]
     if len(seeds) != b:
         raise ValueError(f"{len(seeds)} seeds for a batch of {b}")
-    gens = [torch.Generator(device="cpu").manual_seed(s) for s in seeds]
+    gens: list[torch.Generator] = []  # created on the logits' device at the first pass
     gen_length = total - prompt_length
     block_length = config.block_length or gen_length
     num_blocks = max(1, math.ceil(gen_length / block_length))
@@ -213,34 +232,37 @@ def denoise(
             remaining = (x[:, start:end] == mask_id).sum(dim=1)
             if use_cache and cache is not None:
                 suffix = cached_model.forward_suffix(cache, x[:, start:], attention_mask)  # type: ignore[union-attr]
-                logits = torch.zeros((b, total, suffix.shape[-1]), dtype=torch.float64, device=x.device)
-                logits[:, start:] = suffix.to(torch.float64)
+                logits = torch.zeros((b, total, suffix.shape[-1]), dtype=suffix.dtype, device=suffix.device)
+                logits[:, start:] = suffix
                 used = 1
             elif use_cache:
                 # Fast-dLLM prefix cache: one full pass at the block start; its prefix keys/values are
                 # reused by the block's later steps
-                full, cache = cached_model.forward_with_cache(x, attention_mask, start)  # type: ignore[union-attr]
-                logits, used = full.to(torch.float64), 1
+                logits, cache = cached_model.forward_with_cache(x, attention_mask, start)  # type: ignore[union-attr]
+                used = 1
             else:
                 logits, used = _forward(model, x, attention_mask, prompt_index, mask_id, config.cfg_scale)
             nfe += used
             row_nfe += (remaining > 0).long() * used
             if logits_hook is not None:
                 logits = logits_hook(logits, x)
+            logits[..., mask_id] = -math.inf  # committing a mask token would never finish the block
+            if not gens:
+                gens = [torch.Generator(device=logits.device).manual_seed(s) for s in seeds]
             transfer = torch.zeros_like(x, dtype=torch.bool)
             x0 = x.clone()
             for j in range(b):
                 if remaining[j] == 0:
                     continue
-                lj = logits[j, start:end]
+                lj = logits[j, start:end].to(torch.float64)
                 pred = add_gumbel_noise(lj, config.temperature, gens[j]).argmax(dim=-1)
                 if config.remasking == "low_confidence":
                     conf = torch.softmax(lj, dim=-1).gather(-1, pred.unsqueeze(-1)).squeeze(-1)
                 elif config.remasking == "random":
-                    conf = torch.rand(pred.shape, generator=gens[j], dtype=torch.float64)
+                    conf = torch.rand(pred.shape, generator=gens[j], dtype=torch.float64, device=lj.device)
                 else:
                     raise ValueError(f"unknown remasking {config.remasking!r}")
-                masked = x[j, start:end] == mask_id
+                masked = (x[j, start:end] == mask_id).to(lj.device)
                 # only masked positions of the current block compete; nothing outside it is committed
                 conf = torch.where(masked, conf, torch.full_like(conf, -math.inf))
                 if config.threshold is not None:
@@ -253,8 +275,8 @@ def denoise(
                     if k == 0:
                         continue
                     sel = torch.topk(conf, k=k).indices
-                transfer[j, start + sel] = True
-                x0[j, start:end] = pred
+                transfer[j, start + sel.to(x.device)] = True
+                x0[j, start:end] = pred.to(x.device)
             x[transfer] = x0[transfer]
             if record_commits:
                 commits.append(transfer.sum(dim=1))
@@ -354,8 +376,9 @@ def mc_nll_bound(
         for j, (m, _) in enumerate(chunk):
             xs[j, len(p_ids) :][m] = mask_id
         with torch.no_grad():
-            logp = torch.log_softmax(model(xs, None).to(torch.float64), dim=-1)
+            logits = model(xs, None)[:, len(p_ids) :]
+            logp = torch.log_softmax(logits.to(torch.float64), dim=-1).cpu()
         for j, (m, ell) in enumerate(chunk):
-            lp = logp[j, len(p_ids) :].gather(-1, r_ids.unsqueeze(-1)).squeeze(-1)
+            lp = logp[j].gather(-1, r_ids.unsqueeze(-1)).squeeze(-1)
             estimates.append(float(-(lp[m]).sum()) * L / ell)
     return sum(estimates) / len(estimates), L

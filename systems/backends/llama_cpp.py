@@ -55,7 +55,17 @@ def derive_seed(seed: int, sample_index: int) -> int:
     return int(stable_hash({"seed": seed, "i": sample_index}, 8), 16) & 0x7FFFFFFF
 
 
+def default_threads() -> int:
+    """Threads per model: $BENCH_THREADS (the process pool sets cores // workers), else all cores."""
+    if os.environ.get("BENCH_THREADS"):
+        return max(1, int(os.environ["BENCH_THREADS"]))
+    return max(1, os.cpu_count() or 1)
+
+
 def _load_llama(path: Path, n_ctx: int, logits_all: bool, n_threads: int | None) -> Any:
+    # OpenMP worker threads spin while waiting by default; on a shared 2-core machine that starves
+    # every other process (and this one), so they sleep instead unless the user chose otherwise.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         from llama_cpp import Llama
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -68,7 +78,7 @@ def _load_llama(path: Path, n_ctx: int, logits_all: bool, n_threads: int | None)
             _MODELS[key] = Llama(
                 model_path=str(path),
                 n_ctx=n_ctx,
-                n_threads=n_threads or max(1, (os.cpu_count() or 2)),
+                n_threads=n_threads or default_threads(),
                 logits_all=logits_all,
                 seed=0,
                 verbose=False,
@@ -95,7 +105,7 @@ class LlamaCppBackend:
         if not model:
             raise BackendUnavailable("llama_cpp model spec needs 'model' (preset name or GGUF path)")
         path = resolve_gguf(str(model))
-        threads = params.get("n_threads") or (int(os.environ["BENCH_THREADS"]) if "BENCH_THREADS" in os.environ else None)
+        threads = params.get("n_threads")
         return cls(
             model=str(model),
             path=path,

@@ -96,12 +96,19 @@ class MaskedDiffusionTransformer(nn.Module):
     def _head(self, h: torch.Tensor) -> torch.Tensor:
         return self.ln_f(h) @ self.tok.weight.T
 
-    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """x: (b, L) ids; attention_mask: (b, L) True for real tokens. Returns logits (b, L, V)."""
+    def hidden(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Final hidden states (b, L, d); training applies `head` only where tokens are masked."""
         h = self._embed(x, self._positions(x.shape[1], attention_mask))
         for blk in self.blocks:
             h, _ = blk(h, attention_mask)
+        return h
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
         return self._head(h)
+
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (b, L) ids; attention_mask: (b, L) True for real tokens. Returns logits (b, L, V)."""
+        return self._head(self.hidden(x, attention_mask))
 
     @torch.no_grad()
     def forward_with_cache(

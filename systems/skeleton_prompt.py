@@ -18,7 +18,7 @@ from bench.types import JSON, TaskSpec
 
 
 @dataclass
-class PromptParts:
+class DiffusionPrompt:
     """The pieces of a generation prompt; every piece is optional."""
 
     instruction: str = ""
@@ -28,7 +28,7 @@ class PromptParts:
     hints: list[tuple[str, str]] = field(default_factory=list)
 
 
-def render_prompt(parts: PromptParts) -> str:
+def render_prompt(parts: DiffusionPrompt) -> str:
     """The prompt text the DLM sees (deterministic in `parts`)."""
     lines: list[str] = []
     if parts.instruction.strip():
@@ -58,9 +58,9 @@ def top_fields(spec: TaskSpec) -> list[str]:
     return list(spec.schema.get("properties", {}))
 
 
-def default_parts(spec: TaskSpec, examples: Sequence[JSON] = (), with_fields: bool = True) -> PromptParts:
+def default_parts(spec: TaskSpec, examples: Sequence[JSON] = (), with_fields: bool = True) -> DiffusionPrompt:
     """The `llada` system's prompt: task instruction, few-shot references, the field list."""
-    return PromptParts(
+    return DiffusionPrompt(
         instruction=spec.instruction,
         examples=list(examples),
         fields=top_fields(spec) if with_fields else [],
@@ -77,14 +77,14 @@ GENERIC_INSTRUCTIONS = (
 
 def training_parts(
     spec: TaskSpec, target: JSON, rng: random.Random, max_hint_chars: int = 40
-) -> PromptParts:
+) -> DiffusionPrompt:
     """A randomly varied prompt whose hints are true of `target` (what the DLM learns to follow)."""
     r = rng.random()
     if r < 0.5:
         instruction = spec.instruction
     else:
         instruction = rng.choice(GENERIC_INSTRUCTIONS).format(name=spec.name.split("/")[-1])
-    parts = PromptParts(instruction=instruction)
+    parts = DiffusionPrompt(instruction=instruction)
     if rng.random() < 0.7:
         parts.fields = top_fields(spec)
     leaves = [(p, v) for p, v in leaf_items(target) if v is not None and len(hint_text(v)) <= max_hint_chars]

@@ -1,0 +1,37 @@
+"""`bench compare RUN_A RUN_B [--json]`: paired per-seed comparison with p-values and effect sizes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="paired per-seed comparison of two runs (t-test, Wilcoxon, d_z)")
+    p.add_argument("run_a", help="run directory A (reference)")
+    p.add_argument("run_b", help="run directory B (compared against A: differences are B - A)")
+    p.add_argument("--metrics", help="comma-separated metrics to show (default: all shared)")
+    p.add_argument("--json", action="store_true", help="print JSON rows instead of a text table")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from bench.errors import BenchError
+    from reports.compare import compare_runs, render_comparison
+
+    for r in (args.run_a, args.run_b):
+        if not (Path(r) / "cells").is_dir():
+            raise BenchError(f"{r}: not a run directory (no cells/)")
+    rows = compare_runs(args.run_a, args.run_b)
+    if args.metrics:
+        wanted = {m.strip() for m in args.metrics.split(",") if m.strip()}
+        rows = [r for r in rows if r.metric in wanted]
+    if args.json:
+        json.dump([r.to_json() for r in rows], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_comparison(rows, args.run_a, args.run_b))
+    return 0

@@ -1,0 +1,231 @@
+"""Diffusion systems: `llada` (direct generation) and `llada-skeleton` (schema-skeleton infilling, ours).
+
+Both take their diffusion LM from the profile's `dlm` role (embedded: the locally trained masked-diffusion
+LM; paper: LLaDA-8B-Instruct) and sample with LLaDA's algorithm. `llada` asks for a whole record from a
+natural-language prompt (instruction, few-shot references, field list, optional `field: value` hints),
+rendered by `systems.skeleton_prompt.render_prompt` so prompt optimizers (AoD) can edit it and call
+`generate_from_prompts`. `llada-skeleton` writes the JSON skeleton of the schema onto the canvas and lets
+the DLM fill only value slots; its output parses by construction and enums / numbers are constrained.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bench.errors import BenchError
+from bench.hashing import stable_hash
+from bench.types import (
+    GenerationRequest,
+    GenerationResult,
+    RunContext,
+    Sample,
+    SampleStatus,
+    SamplingParams,
+    TaskSpec,
+    Usage,
+)
+from systems.prompting import sample_rng
+from systems.skeleton_prompt import DiffusionPrompt, default_parts, render_prompt
+
+__all__ = ["DiffusionPrompt", "LLaDAParams", "LLaDASkeletonSystem", "LLaDASystem", "render_prompt"]
+
+
+class LLaDAParams(BaseModel):
+    """Prompting and LLaDA sampling settings; unset sampler knobs fall back to the backend's defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: str = Field("dlm", description="profile role that serves the diffusion LM")
+    k_shots: int = Field(2, ge=0, description="few-shot references in the prompt (drawn per sample)")
+    with_fields: bool = Field(True, description="list the schema's top-level fields in the prompt")
+    instruction: str | None = Field(None, description="replace the task instruction (prompt editing)")
+    notes: list[str] = Field(default_factory=list, description="extra prompt lines (prompt editing)")
+    hints: dict[str, str] = Field(default_factory=dict, description="`field: value` lines added to every prompt")
+    steps: int | None = Field(None, ge=1, description="denoising steps T (paper: 12)")
+    gen_length: int | None = Field(None, ge=1, description="response positions (llada only)")
+    block_length: int | None = Field(None, ge=1, description="semi-autoregressive block length")
+    remasking: Literal["low_confidence", "random"] | None = Field(None, description="remasking strategy")
+    temperature: float | None = Field(None, ge=0, description="Gumbel-noise temperature")
+    cfg_scale: float | None = Field(None, ge=0, description="classifier-free guidance scale (0 = off)")
+    threshold: float | None = Field(None, gt=0, lt=1, description="Fast-dLLM confidence-threshold commit")
+    prefix_cache: bool | None = Field(None, description="Fast-dLLM block-wise prefix cache")
+    batch_size: int = Field(16, ge=1, description="requests per backend call (transport only)")
+
+    def knobs(self, skeleton: bool = False) -> dict[str, Any]:
+        names = ["steps", "block_length", "remasking", "temperature", "cfg_scale", "threshold", "prefix_cache"]
+        if not skeleton:
+            names.append("gen_length")
+        return {k: getattr(self, k) for k in names if getattr(self, k) is not None}
+
+
+def _params(params: dict | None, system: str) -> LLaDAParams:
+    try:
+        return LLaDAParams(**(params or {}))
+    except Exception as exc:  # pydantic.ValidationError
+        raise BenchError(f"bad params for system {system!r}: {exc}") from exc
+
+
+class LLaDASystem:
+    """`llada`: the frozen DLM writes the whole record from a natural-language prompt."""
+
+    name = "llada"
+
+    def __init__(self, params: dict | None = None) -> None:
+        self.params = _params(params, self.name)
+
+    def prompt_parts(self, spec: TaskSpec, seed: int, index: int) -> DiffusionPrompt:
+        """The prompt of sample `index`: few-shot references drawn from a per-sample RNG."""
+        p = self.params
+        rng = sample_rng(seed, index, "llada-few-shot")
+        k = min(p.k_shots, len(spec.references))
+        examples = rng.sample(list(spec.references), k) if k else []
+        parts = default_parts(spec, examples, with_fields=p.with_fields)
+        if p.instruction is not None:
+            parts.instruction = p.instruction
+        parts.notes = list(p.notes)
+        parts.hints = list(p.hints.items())
+        return parts
+
+    def prompts(self, spec: TaskSpec, n: int, seed: int) -> list[str]:
+        return [render_prompt(self.prompt_parts(spec, seed, i)) for i in range(n)]
+
+    def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        return self.generate_from_prompts(spec, self.prompts(spec, n, seed), seed, ctx)
+
+    def generate_from_prompts(
+        self, spec: TaskSpec, prompts: Sequence[str], seed: int, ctx: RunContext
+    ) -> GenerationResult:
+        """One record per prompt (sample index = position); AoD calls this with its edited prompts."""
+        backend = ctx.backend(self.params.role, task=spec)  # type: ignore[call-arg]
+        knobs = self.params.knobs()
+        temperature = knobs.pop("temperature", None)
+        sp = SamplingParams(
+            temperature=temperature if temperature is not None else _backend_temperature(backend),
+            extra=tuple(sorted(knobs.items())),
+        )
+        requests = [GenerationRequest.chat(p, sp, seed, i) for i, p in enumerate(prompts)]
+        usage = Usage()
+        samples: list[Sample] = []
+        t0 = time.perf_counter()
+        bs = self.params.batch_size
+        for start in range(0, len(requests), bs):
+            batch = requests[start : start + bs]
+            try:
+                comps = backend.generate(batch)
+            except BenchError:
+                raise
+            except Exception as exc:  # a harness failure, never a model failure
+                for r in batch:
+                    samples.append(
+                        Sample(r.sample_index, "", "error", f"{type(exc).__name__}: {exc}", SampleStatus.BACKEND_ERROR)
+                    )
+                continue
+            for r, c in zip(batch, comps, strict=True):
+                status = SampleStatus.BACKEND_ERROR if c.error else None
+                samples.append(Sample(r.sample_index, c.text, c.finish_reason, c.error, status, {"nfe": c.nfe}))
+                usage.generator_calls += 1
+                usage.tokens_in += c.tokens_in
+                usage.tokens_out += c.tokens_out
+                usage.nfe += c.nfe
+                usage.cost_usd += c.cost_usd
+                usage.cache_hits += int(c.cached)
+                usage.cache_misses += int(not c.cached)
+        usage.seconds = time.perf_counter() - t0
+        trace = [
+            {
+                "event": "llada_generate",
+                "backend": backend.identity().get("kind"),
+                "knobs": dict(sp.extra) | {"temperature": sp.temperature},
+                "prompt_0": prompts[0] if prompts else "",
+                "n": len(prompts),
+                "nfe": usage.nfe,
+            }
+        ]
+        return GenerationResult(samples=samples, trace=trace, usage=usage)
+
+
+def _backend_temperature(backend: Any) -> float:
+    """The backend's own default temperature (the request carries one, so it must be explicit)."""
+    try:
+        return float(backend.default_sampler().temperature)
+    except AttributeError:
+        return 0.0
+
+
+class LLaDASkeletonSystem(LLaDASystem):
+    """`llada-skeleton` (ours): the schema's JSON skeleton is on the canvas; the DLM fills value slots.
+
+    Optional keys and array lengths are drawn per sample from the references' frequencies; each slot has a
+    token budget; slot-pad tokens are stripped; enum slots may only use pieces of enum values and are
+    snapped to the closest one; number slots may only use number characters and fall back to a reference
+    value when they do not parse. Every repair is counted in the trace.
+    """
+
+    name = "llada-skeleton"
+
+    def __init__(self, params: dict | None = None) -> None:
+        super().__init__({"k_shots": 0, **(params or {})})
+
+    def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        return self.infill_from_prompts(spec, self.prompts(spec, n, seed), seed, ctx)
+
+    def infill_from_prompts(
+        self, spec: TaskSpec, prompts: Sequence[str], seed: int, ctx: RunContext
+    ) -> GenerationResult:
+        from systems.skeleton import build_record, segments
+        from systems.skeleton_infill import InfillRow
+
+        backend = ctx.backend(self.params.role, task=spec)  # type: ignore[call-arg]
+        if not hasattr(backend, "infill"):
+            raise BenchError(f"the {self.params.role!r} backend cannot infill skeletons")
+        plan = backend.skeleton_plan(spec)
+        trees, rows, rngs = [], [], []
+        for i, prompt in enumerate(prompts):
+            rng = sample_rng(seed, i, "skeleton")
+            tree = plan.sample(rng)
+            plan.shrink(tree, lambda t: backend.skeleton_fits(segments(t)))
+            row_seed = int(stable_hash({"seed": seed, "i": i, "salt": "skeleton-noise"}, 8), 16)
+            trees.append(tree)
+            rngs.append(rng)
+            rows.append(InfillRow(prompt, segments(tree), row_seed))
+        usage = Usage()
+        samples: list[Sample] = []
+        repairs_by_kind: dict[str, int] = {}
+        t0 = time.perf_counter()
+        try:
+            results = backend.infill(rows, **self.params.knobs(skeleton=True))
+        except BenchError:
+            raise
+        except Exception as exc:
+            err = f"{type(exc).__name__}: {exc}"
+            samples = [Sample(i, "", "error", err, SampleStatus.BACKEND_ERROR) for i in range(len(rows))]
+            return GenerationResult(samples, [{"event": "skeleton_infill", "error": err}], usage)
+        for i, (tree, res, rng) in enumerate(zip(trees, results, rngs, strict=True)):
+            record, repairs = build_record(tree, res.slot_texts, plan, rng)
+            for r in repairs:
+                repairs_by_kind[r.kind] = repairs_by_kind.get(r.kind, 0) + 1
+            samples.append(
+                Sample(i, json.dumps(record, ensure_ascii=False), "stop", meta={"nfe": res.nfe, "repairs": len(repairs)})
+            )
+            usage.generator_calls += 1
+            usage.tokens_in += res.tokens_in
+            usage.tokens_out += res.tokens_out
+            usage.nfe += res.nfe
+        usage.seconds = time.perf_counter() - t0
+        trace = [
+            {
+                "event": "skeleton_infill",
+                "knobs": self.params.knobs(skeleton=True),
+                "prompt_0": prompts[0] if prompts else "",
+                "n": len(prompts),
+                "slots": sum(sum(1 for s in r.segs if not isinstance(s, str)) for r in rows),
+                "repairs": repairs_by_kind,
+                "nfe": usage.nfe,
+            }
+        ]
+        return GenerationResult(samples=samples, trace=trace, usage=usage)
