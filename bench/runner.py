@@ -75,6 +75,24 @@ def _select(names: list[str], wanted: list[str] | None, kind: str) -> list[str]:
     return [n for n in names if n in wanted]
 
 
+def expand_task_patterns(suite: Suite, data_dir: str | None) -> Suite:
+    """`superni/*`-style task names become one TaskConfig per matching task, sizes copied."""
+    if not any(set(t.name) & set("*?[") for t in suite.tasks):
+        return suite
+    from bench.tasks import expand_task_pattern
+
+    tasks = []
+    for t in suite.tasks:
+        if set(t.name) & set("*?["):
+            names = expand_task_pattern(t.name, data_dir)
+            if not names:
+                raise BenchError(f"task pattern {t.name!r} matches no task in the data dir")
+            tasks += [t.model_copy(update={"name": n}) for n in names]
+        else:
+            tasks.append(t)
+    return suite.model_copy(update={"tasks": tasks})
+
+
 def plan_jobs(sf: SuiteFile, run_dir: Path, opts: RunOptions) -> tuple[list[CellJob], JSON, JSON]:
     """Expand the suite into jobs; returns (jobs, roles per system, data fingerprints per task)."""
     suite = sf.suite
@@ -182,6 +200,7 @@ def run_suite(suite_path: str | Path, overrides: dict[str, Any] | None = None,
               opts: RunOptions | None = None) -> RunResult:
     opts = opts or RunOptions()
     sf = load_suite(suite_path, overrides)
+    sf.suite = expand_task_patterns(sf.suite, opts.data_dir)
     suite = sf.suite
     if opts.resume:
         run_dir = Path(opts.resume)
@@ -247,11 +266,21 @@ def run_suite(suite_path: str | Path, overrides: dict[str, Any] | None = None,
 
 
 def write_report(run_dir: Path) -> str:
-    try:
-        from reports.markdown import write_report_md
-    except ImportError:
-        return ""
-    return write_report_md(run_dir)
+    """report.md (+ results.csv) always; report.html too unless BENCH_NO_HTML is set.
+
+    A renderer failure is reported on stderr and never turns a finished run into a failed one.
+    """
+    from reports.markdown import write_report_md
+
+    text = write_report_md(run_dir)
+    if not os.environ.get("BENCH_NO_HTML"):
+        try:
+            from reports.html import write_report_html
+
+            write_report_html(run_dir)
+        except Exception as exc:  # plots need matplotlib etc.; the Markdown report is already written
+            print(f"warning: report.html not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return text
 
 
 def summary_line(result: RunResult) -> str:

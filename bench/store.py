@@ -62,14 +62,22 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def _dumps(obj: Any, indent: int | None = None) -> str:
+    """UTF-8 JSON; text that cannot be encoded (a model's lone surrogate) falls back to \\u escapes."""
+    text = json.dumps(_nan_to_none(obj), indent=indent, sort_keys=True, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(_nan_to_none(obj), indent=indent, sort_keys=True, ensure_ascii=True)
+    return text
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(_nan_to_none(obj), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    atomic_write_text(path, _dumps(obj, indent=2) + "\n")
 
 
 def atomic_write_jsonl(path: Path, rows: Iterable[Any]) -> None:
-    atomic_write_text(
-        path, "".join(json.dumps(_nan_to_none(r), sort_keys=True, ensure_ascii=False) + "\n" for r in rows)
-    )
+    atomic_write_text(path, "".join(_dumps(r) + "\n" for r in rows))
 
 
 def read_json(path: Path) -> Any:

@@ -6,6 +6,7 @@ presets are data. Every error message points at the offending key and suggests t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from bench.errors import SuiteError
 from bench.expect import Expectation, parse_expectation
 from bench.registry import METRICS, SYSTEMS, UnknownNameError, suggest
+
+
+# System names become directory names and expectation identifiers.
+SYSTEM_NAME = re.compile(r"[A-Za-z0-9_\-]+")
 
 
 class TaskConfig(BaseModel):
@@ -63,6 +68,14 @@ class Suite(BaseModel):
     def _task_strings(cls, v: Any) -> Any:
         if isinstance(v, list):
             return [{"name": t} if isinstance(t, str) else t for t in v]
+        return v
+
+    @field_validator("systems")
+    @classmethod
+    def _system_names(cls, v: dict[str, SystemConfig]) -> dict[str, SystemConfig]:
+        for name in v:
+            if not SYSTEM_NAME.fullmatch(name):
+                raise ValueError(f"system name {name!r} may only use letters, digits, '_' and '-'")
         return v
 
     @field_validator("seeds")

@@ -53,7 +53,7 @@ class FileSystem:
         path = Path(
             self.params.path.format(task=spec.name, task_dir=spec.name.replace("/", "__"), seed=seed, system="file")
         )
-        if not path.is_file():
+        if not path.exists() or path.is_dir():
             raise BenchError(f"file system: no generations at {path}")
         samples = read_generation_lines(path, limit=n)
         trace = [{"event": "read", "path": str(path), "lines": len(samples), "requested": n}]

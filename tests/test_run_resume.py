@@ -77,8 +77,10 @@ def test_sigkill_then_resume_matches_uninterrupted(suite_file, tmp_path):
     for cell in finished:  # finished cells were not re-run: their records are untouched
         assert after[cell] == before[cell]
     assert cell_files(run_dir, "samples.jsonl") == cell_files(ref.run_dir, "samples.jsonl")
-    strip = lambda d: {k: {m: v for m, v in json.loads(t).items() if m not in ("seconds", "records_per_s")}
-                       for k, t in d.items()}
+    def strip(d):
+        return {k: {m: v for m, v in json.loads(t).items() if m not in ("seconds", "records_per_s")}
+                for k, t in d.items()}
+
     assert strip(cell_files(run_dir, "metrics.json")) == strip(cell_files(ref.run_dir, "metrics.json"))
     manifest = RunStore(run_dir).read_manifest()
     assert manifest["resumed"] and manifest["cell_status"]["skipped"] == len(finished)

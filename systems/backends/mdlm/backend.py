@@ -229,7 +229,7 @@ class EmbeddedMDLMBackend:
         extra = dict(req.params.extra)
         if "temperature" not in extra:
             extra["temperature"] = req.params.temperature
-        return self.default_sampler(**{k: v for k, v in extra.items() if k in SAMPLER_KEYS})
+        return self.default_sampler(**extra)
 
     @staticmethod
     def row_seed(seed: int, sample_index: int) -> int:
