@@ -168,12 +168,24 @@ def execute_cell(job: CellJob) -> CellOutcome:
             metrics=values,
         )
         return CellOutcome(
-            job.key, "ok", values, None, len(result.samples), record["seconds"], hits - hits0, misses - misses0
+            job.key,
+            "ok",
+            values,
+            None,
+            len(result.samples),
+            record["seconds"],
+            hits - hits0,
+            misses - misses0,
         )
     except Exception as exc:  # a failed cell is data, not a crash of the run
         reason = f"{type(exc).__name__}: {exc}"
-        record.update(status="failed", error=reason, traceback=traceback.format_exc(limit=8),
-                      finished=time.time(), seconds=time.perf_counter() - t0)
+        record.update(
+            status="failed",
+            error=reason,
+            traceback=traceback.format_exc(limit=8),
+            finished=time.time(),
+            seconds=time.perf_counter() - t0,
+        )
         store.write_cell(job.key, record=record)
         return CellOutcome(job.key, "failed", {}, reason, 0, record["seconds"])
 
@@ -182,7 +194,13 @@ def record_failure(job: CellJob, reason: str, seconds: float) -> CellOutcome:
     """Used by the executor when a worker timed out or died: the cell is marked failed on disk."""
     RunStore(job.run_dir).write_cell(
         job.key,
-        record={"hash": job.hash, "status": "failed", "error": reason, "seconds": seconds,
-                "finished": time.time(), "key": asdict(job.key)},
+        record={
+            "hash": job.hash,
+            "status": "failed",
+            "error": reason,
+            "seconds": seconds,
+            "finished": time.time(),
+            "key": asdict(job.key),
+        },
     )
     return CellOutcome(job.key, "failed", {}, reason, 0, seconds)

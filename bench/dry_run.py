@@ -201,7 +201,11 @@ def build_plan(suite: Any, profile_name: str | None = None) -> Plan:
             extra: JSON = {}
             if getattr(system, "grammar", False) and hasattr(system, "limits"):
                 lim = system.limits()
-                extra = {"grammar": "json_schema", "max_string_chars": lim.max_string_chars, "max_items": lim.max_items}
+                extra = {
+                    "grammar": "json_schema",
+                    "max_string_chars": lim.max_string_chars,
+                    "max_items": lim.max_items,
+                }
             calls = per_cell_calls.get(role) * cells if per_cell_calls and role in per_cell_calls else None
             tin = tout = tmax = None
             if calls is not None:
@@ -234,7 +238,9 @@ def build_plan(suite: Any, profile_name: str | None = None) -> Plan:
     return Plan(suite.name, profile_name, base.description, tasks, seeds, n, rows, notes)
 
 
-def _metric_rows(suite: Any, profile: Profile, tasks: list[str], specs: dict[str, Any], cells: int, n: int) -> list[PlanRow]:
+def _metric_rows(
+    suite: Any, profile: Profile, tasks: list[str], specs: dict[str, Any], cells: int, n: int
+) -> list[PlanRow]:
     metrics = set(suite.metric_list())
     rows = []
     out_chars = sum(_record_chars(specs[t]) for t in tasks) / max(1, len(tasks))
@@ -288,7 +294,19 @@ def render_plan(plan: Plan) -> str:
         f"{plan.samples} samples per cell; nothing was loaded. Tokens ~ chars/{CHARS_PER_TOKEN:g}.",
         "",
     ]
-    cols = ["system", "type", "role", "preset", "backend", "model", "calls", "tokens in", "tokens out (max)", "cost", "settings"]
+    cols = [
+        "system",
+        "type",
+        "role",
+        "preset",
+        "backend",
+        "model",
+        "calls",
+        "tokens in",
+        "tokens out (max)",
+        "cost",
+        "settings",
+    ]
     table = [
         [
             r.system, r.system_type, r.role, r.preset, r.backend, r.model, _num(r.calls), _num(r.tokens_in),
@@ -305,7 +323,9 @@ def render_plan(plan: Plan) -> str:
     total_max = sum(r.cost_usd_max or 0.0 for r in plan.rows)
     total_calls = sum(r.calls or 0 for r in plan.rows if r.system != "(metrics)")
     tail = ["", f"model calls: {total_calls:,}; API cost: {_usd(total_cost, total_max)}"]
-    notes = [f"  {r.system}/{r.role} ({r.preset}): {n}" for r in plan.rows for n in r.notes] + [f"  {n}" for n in plan.notes]
+    notes = [f"  {r.system}/{r.role} ({r.preset}): {n}" for r in plan.rows for n in r.notes] + [
+        f"  {n}" for n in plan.notes
+    ]
     if notes:
         tail += ["", "would not run here as is:" if any(r.notes for r in plan.rows) else "notes:", *notes]
     return "\n".join(head + lines + tail)

@@ -24,8 +24,13 @@ OPS: dict[str, Callable[[float, float], bool]] = {
 _REF = r"(?P<{p}sys>[A-Za-z0-9_\-]+)(?:\[(?P<{p}task>[^\]]+)\])?\.(?P<{p}metric>[A-Za-z_][A-Za-z0-9_]*)"
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _PATTERN = re.compile(
-    r"^\s*" + _REF.format(p="l") + r"\s*(?P<op>>=|<=|==|!=|>|<)\s*(?:(?P<num>" + _NUM + r")|"
-    + _REF.format(p="r") + r")\s*$"
+    r"^\s*"
+    + _REF.format(p="l")
+    + r"\s*(?P<op>>=|<=|==|!=|>|<)\s*(?:(?P<num>"
+    + _NUM
+    + r")|"
+    + _REF.format(p="r")
+    + r")\s*$"
 )
 
 

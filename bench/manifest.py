@@ -17,8 +17,18 @@ from bench.hashing import stable_hash
 from bench.types import JSON
 
 PACKAGES = (
-    "aod-bench", "numpy", "torch", "llama_cpp_python", "sentence-transformers", "transformers",
-    "jsonschema", "pydantic", "sacrebleu", "rouge-score", "nltk", "openai",
+    "aod-bench",
+    "numpy",
+    "torch",
+    "llama_cpp_python",
+    "sentence-transformers",
+    "transformers",
+    "jsonschema",
+    "pydantic",
+    "sacrebleu",
+    "rouge-score",
+    "nltk",
+    "openai",
 )
 
 # Keys whose values are secrets (an env var NAME such as api_key_env is fine and kept).
@@ -29,10 +39,14 @@ def git_info(path: Path) -> JSON:
     """Commit and dirty flag of the code that ran (the installed source tree), if it is a git checkout."""
     root = Path(__file__).resolve().parents[1]
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=5).stdout.strip()
-        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain"], capture_output=True,
-                                    text=True, timeout=5).stdout.strip())
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True, timeout=5
+            ).stdout.strip()
+        )
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     return {"commit": commit or None, "dirty": dirty if commit else None}
@@ -57,28 +71,42 @@ def redact(obj: Any) -> Any:
     return obj
 
 
-def build_manifest(suite: Any, suite_path: Path, opts: Any, jobs: list[Any], roles: JSON,
-                   fingerprints: JSON, started: str, previous: JSON) -> JSON:
+def build_manifest(
+    suite: Any,
+    suite_path: Path,
+    opts: Any,
+    jobs: list[Any],
+    roles: JSON,
+    fingerprints: JSON,
+    started: str,
+    previous: JSON,
+) -> JSON:
     suite_dump = suite.model_dump(mode="json")
     suite_dump["seeds"] = suite.seed_list()
     suite_dump["metrics"] = suite.metric_list()
-    return redact({
-        "run_id": previous.get("run_id") or stable_hash({"suite": suite_dump, "started": started}, 12),
-        "aod_bench_version": __version__,
-        "suite_path": str(suite_path),
-        "suite": suite_dump,
-        "profile": suite.profile,
-        "roles": roles,
-        "cells": {job.key.label(): job.hash for job in jobs},
-        "git": git_info(suite_path),
-        "versions": package_versions(),
-        "host": {"hostname": platform.node(), "platform": platform.platform(), "cpu_count": os.cpu_count(),
-                 "user": getpass.getuser() if hasattr(os, "getuid") else None},
-        "data_fingerprints": fingerprints,
-        "data_dir": opts.data_dir or os.environ.get("BENCH_DATA_DIR"),
-        "options": {"workers": opts.workers, "executor": opts.executor, "use_cache": opts.use_cache},
-        "cache": {"enabled": opts.use_cache},
-        "created": previous.get("created") or started,
-        "resumed": ([*previous.get("resumed", []), started] if previous else []),
-        "argv": sys.argv,
-    })
+    return redact(
+        {
+            "run_id": previous.get("run_id") or stable_hash({"suite": suite_dump, "started": started}, 12),
+            "aod_bench_version": __version__,
+            "suite_path": str(suite_path),
+            "suite": suite_dump,
+            "profile": suite.profile,
+            "roles": roles,
+            "cells": {job.key.label(): job.hash for job in jobs},
+            "git": git_info(suite_path),
+            "versions": package_versions(),
+            "host": {
+                "hostname": platform.node(),
+                "platform": platform.platform(),
+                "cpu_count": os.cpu_count(),
+                "user": getpass.getuser() if hasattr(os, "getuid") else None,
+            },
+            "data_fingerprints": fingerprints,
+            "data_dir": opts.data_dir or os.environ.get("BENCH_DATA_DIR"),
+            "options": {"workers": opts.workers, "executor": opts.executor, "use_cache": opts.use_cache},
+            "cache": {"enabled": opts.use_cache},
+            "created": previous.get("created") or started,
+            "resumed": ([*previous.get("resumed", []), started] if previous else []),
+            "argv": sys.argv,
+        }
+    )

@@ -98,7 +98,9 @@ def resolve_profile(name: str, extra_models: dict[str, JSON] | None = None) -> P
     return Profile(name=name, description=data.get("description", ""), roles=roles)
 
 
-def apply_overrides(profile: Profile, overrides: dict[str, Any], extra_models: dict[str, JSON] | None) -> Profile:
+def apply_overrides(
+    profile: Profile, overrides: dict[str, Any], extra_models: dict[str, JSON] | None
+) -> Profile:
     """A system's `models:` mapping replaces some roles for that system only."""
     if not overrides:
         return profile

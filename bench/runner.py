@@ -100,7 +100,9 @@ def plan_jobs(sf: SuiteFile, run_dir: Path, opts: RunOptions) -> tuple[list[Cell
     cache_dir = str(Path(opts.cache_dir) if opts.cache_dir else default_cache_dir())
     data_dir = opts.data_dir
     system_names = _select(list(suite.systems), opts.systems, "systems")
-    task_cfgs = [t for t in suite.tasks if t.name in _select([t.name for t in suite.tasks], opts.tasks, "tasks")]
+    task_cfgs = [
+        t for t in suite.tasks if t.name in _select([t.name for t in suite.tasks], opts.tasks, "tasks")
+    ]
     fingerprints: JSON = {}
     for t in task_cfgs:
         spec = load_task_cached(t.model_dump(), data_dir)
@@ -119,8 +121,21 @@ def plan_jobs(sf: SuiteFile, run_dir: Path, opts: RunOptions) -> tuple[list[Cell
                 key = CellKey(sname, t.name, seed)
                 h = cell_hash(sys_json, profile.roles, tjson, fingerprints[t.name], seed, suite.samples)
                 jobs.append(
-                    CellJob(key, h, sys_json, profile.roles, profile.name, tjson, suite.samples, metrics,
-                            str(run_dir), cache_dir, opts.use_cache, data_dir, suite.timeout_s)
+                    CellJob(
+                        key,
+                        h,
+                        sys_json,
+                        profile.roles,
+                        profile.name,
+                        tjson,
+                        suite.samples,
+                        metrics,
+                        str(run_dir),
+                        cache_dir,
+                        opts.use_cache,
+                        data_dir,
+                        suite.timeout_s,
+                    )
                 )
     return jobs, roles_by_system, fingerprints
 
@@ -196,8 +211,9 @@ class Progress:
             self.bar.close()
 
 
-def run_suite(suite_path: str | Path, overrides: dict[str, Any] | None = None,
-              opts: RunOptions | None = None) -> RunResult:
+def run_suite(
+    suite_path: str | Path, overrides: dict[str, Any] | None = None, opts: RunOptions | None = None
+) -> RunResult:
     opts = opts or RunOptions()
     sf = load_suite(suite_path, overrides)
     sf.suite = expand_task_patterns(sf.suite, opts.data_dir)

@@ -201,6 +201,8 @@ class RunStore:
             system, task_dir, seed_dir = d.parts[-3], d.parts[-2], d.parts[-1]
             key = CellKey(system, task_from_dirname(task_dir), int(seed_dir.removeprefix("seed-")))
             record = read_json(rec_path)
-            metrics = metrics_from_json(read_json(d / "metrics.json")) if (d / "metrics.json").exists() else {}
+            metrics = (
+                metrics_from_json(read_json(d / "metrics.json")) if (d / "metrics.json").exists() else {}
+            )
             usage = read_json(d / "usage.json") if (d / "usage.json").exists() else {}
             yield CellData(key, record, metrics, usage, d)

@@ -17,7 +17,6 @@ from bench.errors import SuiteError
 from bench.expect import Expectation, parse_expectation
 from bench.registry import METRICS, SYSTEMS, UnknownNameError, suggest
 
-
 # System names become directory names and expectation identifiers.
 SYSTEM_NAME = re.compile(r"[A-Za-z0-9_\-]+")
 
@@ -29,7 +28,9 @@ class TaskConfig(BaseModel):
 
     name: str = Field(..., description="task name, e.g. demo/booking, multiwoz/train, superni/task102_...")
     n_references: int | None = Field(None, ge=1, description="records a system may see (None = all left)")
-    n_holdout: int | None = Field(None, ge=1, description="records kept for similarity/BLEU (None = all left)")
+    n_holdout: int | None = Field(
+        None, ge=1, description="records kept for similarity/BLEU (None = all left)"
+    )
     split_seed: int = Field(0, description="seed of the reference/holdout split (not the run seed)")
     options: dict[str, Any] = Field(default_factory=dict, description="task-family specific options")
 
@@ -57,7 +58,9 @@ class Suite(BaseModel):
     samples: int = Field(8, ge=1, description="records generated per cell")
     tasks: list[TaskConfig] = Field(..., min_length=1, description="tasks to run")
     systems: dict[str, SystemConfig] = Field(..., min_length=1, description="name -> system config")
-    metrics: list[str] | None = Field(None, description="metric names (default: metrics.registry.DEFAULT_METRICS)")
+    metrics: list[str] | None = Field(
+        None, description="metric names (default: metrics.registry.DEFAULT_METRICS)"
+    )
     expect: list[str] = Field(default_factory=list, description="assertions, e.g. 'ar.parse_rate > 0.3'")
     models: dict[str, dict[str, Any]] = Field(default_factory=dict, description="extra model presets")
     tables: list[dict[str, Any]] | None = Field(None, description="report tables (see docs/reports.md)")
@@ -227,15 +230,19 @@ def _cross_check(sf: SuiteFile) -> None:
         try:
             SYSTEMS.get(cfg.type)
         except UnknownNameError as exc:
-            raise SuiteError(f"{sf.where('systems', name, 'type')}: key 'systems.{name}.type': {exc}") from None
+            raise SuiteError(
+                f"{sf.where('systems', name, 'type')}: key 'systems.{name}.type': {exc}"
+            ) from None
         except ImportError as exc:
             raise SuiteError(
                 f"{sf.where('systems', name, 'type')}: system type {cfg.type!r} cannot be loaded here: {exc}"
             ) from None
     for i, metric in enumerate(s.metric_list()):
         if metric not in METRICS:
-            raise SuiteError(f"{sf.where('metrics', i)}: key 'metrics[{i}]': unknown metric {metric!r}"
-                             f"{suggest(metric, METRICS.names())}")
+            raise SuiteError(
+                f"{sf.where('metrics', i)}: key 'metrics[{i}]': unknown metric {metric!r}"
+                f"{suggest(metric, METRICS.names())}"
+            )
     for i, t in enumerate(s.tasks):
         try:
             check_task_name(t.name)
@@ -244,8 +251,10 @@ def _cross_check(sf: SuiteFile) -> None:
     from bench.profiles import profile_names
 
     if s.profile not in profile_names():
-        raise SuiteError(f"{sf.where('profile')}: key 'profile': unknown profile {s.profile!r}"
-                         f"{suggest(s.profile, profile_names())}")
+        raise SuiteError(
+            f"{sf.where('profile')}: key 'profile': unknown profile {s.profile!r}"
+            f"{suggest(s.profile, profile_names())}"
+        )
     for i, text in enumerate(s.expect):
         try:
             e = parse_expectation(text)

@@ -48,7 +48,7 @@ class TaskSpec:
 
 
 # ------------------------------------------------------------------------------------------- samples
-class SampleStatus(str, enum.Enum):
+class SampleStatus(enum.StrEnum):
     """Outcome of one sample. Harness failures (backend_error, timeout) never count against a model."""
 
     OK = "ok"

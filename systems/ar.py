@@ -47,6 +47,9 @@ def validate_params(model: type[BaseModel], params: dict, system: str) -> BaseMo
         raise BenchError(f"bad params for system {system!r}: {exc}") from exc
 
 
+SAMPLING_KNOBS = ("temperature", "top_p", "top_k", "max_tokens", "num_beams", "repeat_penalty")
+
+
 class ARSystem:
     role = "generator"
     grammar = False
@@ -54,24 +57,26 @@ class ARSystem:
     def __init__(self, params: dict | None = None):
         self.params: ARParams = validate_params(ARParams, params or {}, "ar")  # type: ignore[assignment]
 
-    def sampling(self, spec: TaskSpec) -> SamplingParams:
+    def sampling(self, spec: TaskSpec, preset: dict | None = None) -> SamplingParams:
+        """Decoding settings: the model preset's paper settings (`sampling:` in the catalog) apply
+        unless the suite set the same knob explicitly in the system's params."""
         p = self.params
-        return SamplingParams(
-            temperature=p.temperature,
-            top_p=p.top_p,
-            top_k=p.top_k,
-            max_tokens=p.max_tokens,
-            num_beams=p.num_beams,
-            repeat_penalty=p.repeat_penalty,
-            json_schema=spec.schema if self.grammar else None,
-        )
+        merged = {k: getattr(p, k) for k in SAMPLING_KNOBS}
+        for k, v in (preset or {}).items():
+            if k in SAMPLING_KNOBS and k not in p.model_fields_set:
+                merged[k] = v
+        return SamplingParams(**merged, json_schema=spec.schema if self.grammar else None)
 
-    def build_requests(self, spec: TaskSpec, n: int, seed: int) -> tuple[list[GenerationRequest], list[list[int]]]:
-        params = self.sampling(spec)
+    def build_requests(
+        self, spec: TaskSpec, n: int, seed: int, preset: dict | None = None
+    ) -> tuple[list[GenerationRequest], list[list[int]]]:
+        params = self.sampling(spec, preset)
         requests, shots = [], []
         for i in range(n):
             rng = sample_rng(seed, i, "few-shot")
-            examples, idx = choose_examples(spec.references, rng, self.params.k_shots, self.params.char_budget)
+            examples, idx = choose_examples(
+                spec.references, rng, self.params.k_shots, self.params.char_budget
+            )
             prompt = PromptParts(spec.instruction, spec.schema, examples).render()
             requests.append(GenerationRequest.chat(prompt, params, seed, i, system=self.params.system_prompt))
             shots.append(idx)
@@ -79,7 +84,7 @@ class ARSystem:
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
         backend = ctx.backend(self.role)
-        requests, shots = self.build_requests(spec, n, seed)
+        requests, shots = self.build_requests(spec, n, seed, ctx.model_spec(self.role).get("sampling"))
         usage = Usage()
         samples: list[Sample] = []
         t0 = time.perf_counter()

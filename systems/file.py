@@ -41,7 +41,13 @@ def read_generation_lines(path: Path, limit: int | None = None) -> list[Sample]:
                 text = str(row["text"])
             else:
                 raise BenchError(f"{path}:{lineno}: each line needs a 'text' or 'record' key")
-            samples.append(Sample(index=len(samples), text=text, finish_reason=row.get("finish_reason") if isinstance(row, dict) else None))
+            samples.append(
+                Sample(
+                    index=len(samples),
+                    text=text,
+                    finish_reason=row.get("finish_reason") if isinstance(row, dict) else None,
+                )
+            )
     return samples
 
 
@@ -51,7 +57,9 @@ class FileSystem:
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
         path = Path(
-            self.params.path.format(task=spec.name, task_dir=spec.name.replace("/", "__"), seed=seed, system="file")
+            self.params.path.format(
+                task=spec.name, task_dir=spec.name.replace("/", "__"), seed=seed, system="file"
+            )
         )
         if not path.exists() or path.is_dir():
             raise BenchError(f"file system: no generations at {path}")

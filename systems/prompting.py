@@ -14,8 +14,7 @@ from bench.hashing import stable_hash
 from bench.types import JSON, TaskSpec
 
 DEFAULT_CLOSING = (
-    "Write one new, realistic record that is different from the examples. "
-    "Answer with the JSON object only."
+    "Write one new, realistic record that is different from the examples. Answer with the JSON object only."
 )
 
 
@@ -36,7 +35,11 @@ class PromptParts:
     closing: str = DEFAULT_CLOSING
 
     def render(self) -> str:
-        lines = [self.instruction.strip(), "", "The record must be one JSON object valid against this JSON Schema:"]
+        lines = [
+            self.instruction.strip(),
+            "",
+            "The record must be one JSON object valid against this JSON Schema:",
+        ]
         lines.append(compact(self.schema))
         if self.examples:
             lines += ["", "Examples of valid records:"]

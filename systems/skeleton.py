@@ -117,6 +117,7 @@ class SkeletonPlan:
         self.schema = schema
         self.stats: dict[str, PathStats] = defaultdict(PathStats)
         self._count = count_tokens
+        self._slots: dict[tuple[str, str], Slot] = {}
         for r in references:
             self._walk("", r, schema)
         self.budgets: dict[str, int] = {}
@@ -149,6 +150,12 @@ class SkeletonPlan:
 
     # ------------------------------------------------------------------ slots
     def slot(self, path: str, kind: str, schema: JSON) -> Slot:
+        key = (path, kind)
+        if key not in self._slots:
+            self._slots[key] = self._make_slot(path, kind, schema)
+        return self._slots[key]
+
+    def _make_slot(self, path: str, kind: str, schema: JSON) -> Slot:
         sub = _schema_at(schema, kind)
         budget = self.budgets.get(path, 4)
         if kind == "boolean":

@@ -37,7 +37,7 @@ def render_prompt(parts: DiffusionPrompt) -> str:
     lines.extend("Example: " + json.dumps(e, ensure_ascii=False) for e in parts.examples)
     if parts.fields:
         lines.append("Fields: " + ", ".join(parts.fields))
-    lines.extend(f"{k}: {v}" for k, v in parts.hints)
+    lines.extend(f"{k}: {hint_value(v)}" for k, v in parts.hints)
     return "\n".join(lines)
 
 
@@ -51,7 +51,23 @@ def leaf_items(record: Any, path: str = "") -> list[tuple[str, Any]]:
 
 
 def hint_text(value: Any) -> str:
+    """A hint's value as given in DiffusionPrompt.hints (strings as they are, others in JSON)."""
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def hint_value(text: str) -> str:
+    """How a hint value is written: JSON-quoted, so its tokens are the ones the value has in the record.
+
+    `day: "monday"` tokenizes `monday` exactly as `"day": "monday"` does, which lets a small DLM learn to
+    copy hinted values; numbers and literals (`12`, `true`, `null`) are written bare.
+    """
+    try:
+        v = json.loads(text)
+        if not isinstance(v, (dict, list, str)):
+            return text
+    except json.JSONDecodeError:
+        pass
+    return json.dumps(text, ensure_ascii=False)
 
 
 def top_fields(spec: TaskSpec) -> list[str]:
@@ -88,7 +104,7 @@ def training_parts(
     if rng.random() < 0.7:
         parts.fields = top_fields(spec)
     leaves = [(p, v) for p, v in leaf_items(target) if v is not None and len(hint_text(v)) <= max_hint_chars]
-    n_hints = rng.choice((0, 0, 1, 1, 2, 3))
+    n_hints = rng.choice((0, 1, 1, 2, 2, 3))
     for p, v in rng.sample(leaves, min(n_hints, len(leaves))):
         parts.hints.append((p, hint_text(v)))
     if rng.random() < 0.15 and len(spec.references) > 1:

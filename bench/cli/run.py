@@ -23,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="run directory (default runs/<suite>-<timestamp>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run, skipping finished cells")
     p.add_argument("--data-dir", help="dataset directory (default $BENCH_DATA_DIR)")
-    p.add_argument("--cache-dir", help="model/call cache directory (default $BENCH_CACHE_DIR or ~/.cache/aod-bench)")
+    p.add_argument(
+        "--cache-dir", help="model/call cache directory (default $BENCH_CACHE_DIR or ~/.cache/aod-bench)"
+    )
     p.add_argument("--no-cache", action="store_true", help="do not read or write the call cache")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", action="store_true", help="print the resolved plan; load no model")
@@ -53,9 +55,16 @@ def run(args: argparse.Namespace) -> int:
         print(describe_plan(sf.suite, sf.suite.profile))
         return 0
     opts = RunOptions(
-        out=args.out, resume=args.resume, systems=args.systems, tasks=args.tasks, workers=args.workers,
-        executor=args.executor, use_cache=not args.no_cache, cache_dir=args.cache_dir,
-        data_dir=args.data_dir, progress=not args.no_progress,
+        out=args.out,
+        resume=args.resume,
+        systems=args.systems,
+        tasks=args.tasks,
+        workers=args.workers,
+        executor=args.executor,
+        use_cache=not args.no_cache,
+        cache_dir=args.cache_dir,
+        data_dir=args.data_dir,
+        progress=not args.no_progress,
     )
     result = run_suite(args.suite, overrides, opts)
     if result.report_md:

@@ -17,6 +17,8 @@ def run(args: argparse.Namespace) -> int:
     sf = load_suite(args.suite)
     s = sf.suite
     n = len(s.systems) * len(s.tasks) * len(s.seed_list())
-    print(f"{sf.path}: ok ({len(s.systems)} systems x {len(s.tasks)} tasks x {len(s.seed_list())} seeds "
-          f"= {n} cells, {s.samples} samples each, {len(s.metric_list())} metrics, {len(s.expect)} expectations)")
+    print(
+        f"{sf.path}: ok ({len(s.systems)} systems x {len(s.tasks)} tasks x {len(s.seed_list())} seeds "
+        f"= {n} cells, {s.samples} samples each, {len(s.metric_list())} metrics, {len(s.expect)} expectations)"
+    )
     return 0

@@ -32,7 +32,7 @@ from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, prompt_i
 from systems.skeleton import SkeletonPlan, Slot
 from systems.skeleton_infill import Canvas, InfillResult, InfillRow, SlotVocab, lay_out, read_slots
 
-CODE_VERSION = "mdlm-1"  # bump when training or tokenization changes meaning
+CODE_VERSION = "mdlm-2"  # bump when training or tokenization changes meaning
 
 
 class MDLMParams(BaseModel):

@@ -1,0 +1,1 @@
+"""Benchmarks of the diffusion decoding paths (see decoding.py)."""

@@ -1,0 +1,230 @@
+"""Prompt-optimization systems: `aod` and its ablations, `promptbreeder`, `evoprompt`.
+
+Each wraps one `PromptOptimizer` (systems/optimizers) around a frozen generator (`llada` by default, the
+profile's `dlm` role; `ar` for autoregressive generators): optimize the prompt under a generator-call
+budget that is the same for every optimizer, then generate the cell's n samples with the best prompt
+and the run seed (so an unedited prompt reproduces the plain generator's samples exactly). The returned
+trace is the optimizer's trace plus one `final` event; usage adds optimization and final generation.
+
+AoD's judge also reads the final samples (when `judge_final`), leaving its verdicts in
+`Sample.meta["judge"]` so `tsr_judge` is defined for AoD cells.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bench.errors import BenchError
+from bench.types import GenerationResult, RunContext, TaskSpec, Usage
+from systems.optimizers.base import (
+    Agent,
+    Budget,
+    OptimizationResult,
+    PromptGenerator,
+    PromptOptimizer,
+    add_generator_usage,
+    make_generator,
+    role_temperature,
+    template_text,
+)
+
+
+class OptimizerParams(BaseModel):
+    """Settings every prompt-optimization system shares."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    generator: Literal["llada", "ar"] = Field(
+        "llada", description="frozen generator to steer (llada: the dlm role)"
+    )
+    generator_params: dict[str, Any] = Field(
+        default_factory=dict, description="params of that generator system"
+    )
+    budget: int = Field(32, ge=1, description="generator calls spent optimizing (same for every optimizer)")
+    batch_size: int = Field(4, ge=1, description="samples per prompt evaluation")
+    validation_fraction: float = Field(
+        0.25, gt=0, lt=1, description="share of references used as the similarity target"
+    )
+    with_similarity: bool = Field(True, description="evaluator computes similarity (needs the embedder)")
+    optimizer_temperature: float = Field(
+        0.7, ge=0, description="optimizer agent temperature unless its preset sets one"
+    )
+
+
+class AoDParams(OptimizerParams):
+    """Settings of `aod` and its ablations."""
+
+    feedback: Literal["verbal", "scalar"] = Field("verbal", description="what the optimizer agent sees")
+    static: bool = Field(False, description="no RL: keep the agent's first proposal unevaluated")
+    judge_limit: int | None = Field(None, ge=1, description="samples per batch the judge reads (None = all)")
+    judge_final: bool = Field(True, description="judge the final samples (sets Sample.meta['judge'])")
+    schema_questions: bool = Field(True, description="judge also asks schema-conformance questions")
+    with_perplexity: bool = Field(True, description="evaluator computes perplexity (needs the scorer)")
+    optimizer_max_tokens: int = Field(48, ge=8, description="longest optimizer reply")
+    judge_temperature: float = Field(
+        0.2, ge=0, description="judge temperature unless its preset sets one (paper: 0.2)"
+    )
+    policy_lr: float = Field(0.5, gt=0, description="policy step size")
+    policy_clip: float = Field(0.2, gt=0, lt=1, description="PPO clip range epsilon")
+    policy_epochs: int = Field(4, ge=1, description="gradient steps per update")
+
+
+class EvolutionParams(OptimizerParams):
+    """Settings of `promptbreeder` and `evoprompt`."""
+
+    population: int = Field(4, ge=1, description="population size")
+    with_perplexity: bool = Field(False, description="evaluator computes perplexity (not in their fitness)")
+
+
+def _validate(model: type[BaseModel], params: dict | None, system: str) -> Any:
+    try:
+        return model(**(params or {}))
+    except Exception as exc:  # pydantic.ValidationError
+        raise BenchError(f"bad params for system {system!r}: {exc}") from exc
+
+
+class PromptOptimizationSystem:
+    """Optimize, then generate the cell with the best prompt."""
+
+    name = "prompt-optimization"
+    params_model: type[OptimizerParams] = OptimizerParams
+
+    def __init__(self, params: dict | None = None) -> None:
+        self.params = _validate(self.params_model, params, self.name)
+        self.generator: PromptGenerator = make_generator(self.params.generator, self.params.generator_params)
+
+    def budget(self) -> Budget:
+        return Budget(self.params.budget, self.params.batch_size)
+
+    def optimizer(self) -> PromptOptimizer:
+        raise NotImplementedError
+
+    def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        t0 = time.perf_counter()
+        opt: OptimizationResult = self.optimizer().optimize(self.generator, spec, seed, ctx, self.budget())
+        final = self.generator.generate(spec, opt.prompt, n, seed, ctx)
+        usage = Usage().add(opt.usage)
+        add_generator_usage(usage, final.usage, n)
+        extra = self.after_final(final, spec, seed, ctx)
+        usage.add(extra)
+        usage.seconds = time.perf_counter() - t0
+        trace = list(opt.trace)
+        trace.append(
+            {
+                "event": "final",
+                "system": self.name,
+                "generator": self.generator.name,
+                "prompt": template_text(opt.prompt),
+                "best_reward": opt.best_reward,
+                "n": n,
+                "optimization_generator_calls": opt.usage.generator_calls,
+                "judged": bool(extra.agent_calls) or any("judge" in s.meta for s in final.samples),
+            }
+        )
+        return GenerationResult(samples=final.samples, trace=trace, usage=usage)
+
+    def after_final(self, final: GenerationResult, spec: TaskSpec, seed: int, ctx: RunContext) -> Usage:
+        """Hook for work on the final samples (AoD's judge); returns its usage."""
+        return Usage()
+
+
+class AoDSystem(PromptOptimizationSystem):
+    """`aod`: Agents of Diffusion with verbal feedback (the paper's system)."""
+
+    name = "aod"
+    params_model = AoDParams
+    defaults: dict[str, Any] = {}
+
+    def __init__(self, params: dict | None = None) -> None:
+        super().__init__({**self.defaults, **(params or {})})
+
+    def optimizer(self) -> PromptOptimizer:
+        from systems.optimizers.aod import AoDConfig, AoDOptimizer
+
+        p = self.params
+        return AoDOptimizer(
+            AoDConfig(
+                feedback=p.feedback,
+                static=p.static,
+                judge_limit=p.judge_limit,
+                schema_questions=p.schema_questions,
+                with_similarity=p.with_similarity,
+                with_perplexity=p.with_perplexity,
+                validation_fraction=p.validation_fraction,
+                optimizer_temperature=p.optimizer_temperature,
+                optimizer_max_tokens=p.optimizer_max_tokens,
+                judge_temperature=p.judge_temperature,
+                policy_lr=p.policy_lr,
+                policy_clip=p.policy_clip,
+                policy_epochs=p.policy_epochs,
+            )
+        )
+
+    def after_final(self, final: GenerationResult, spec: TaskSpec, seed: int, ctx: RunContext) -> Usage:
+        if not self.params.judge_final:
+            return Usage()
+        from systems.optimizers.aod import AoDOptimizer
+        from systems.optimizers.judge import Judge
+
+        p = self.params
+        agent = Agent(ctx, "judge", seed, role_temperature(ctx, "judge", p.judge_temperature), 6)
+        judge = Judge(agent, AoDOptimizer(self.optimizer().config).questions(spec))
+        for sample, verdict in zip(final.samples, judge.judge(final.samples), strict=True):
+            sample.meta["judge"] = verdict.verdicts
+            sample.meta["judge_unanswered"] = sum(a is None for a in verdict.answers)
+        return agent.usage
+
+
+class AoDStaticSystem(AoDSystem):
+    """`aod-static`: no RL; the optimizer agent's first proposal becomes the fixed prompt."""
+
+    name = "aod-static"
+    defaults = {"static": True}
+
+
+class AoDScalarSystem(AoDSystem):
+    """`aod-scalar`: the optimizer agent sees the scalar reward instead of verbal feedback."""
+
+    name = "aod-scalar"
+    defaults = {"feedback": "scalar"}
+
+
+class PromptBreederSystem(PromptOptimizationSystem):
+    """`promptbreeder`: PromptBreeder steering the same frozen generator with the same budget."""
+
+    name = "promptbreeder"
+    params_model = EvolutionParams
+
+    def optimizer(self) -> PromptOptimizer:
+        from systems.optimizers.promptbreeder import PromptBreederOptimizer
+
+        p = self.params
+        return PromptBreederOptimizer(
+            population=p.population,
+            temperature=p.optimizer_temperature,
+            with_similarity=p.with_similarity,
+            with_perplexity=p.with_perplexity,
+            validation_fraction=p.validation_fraction,
+        )
+
+
+class EvoPromptSystem(PromptOptimizationSystem):
+    """`evoprompt`: EvoPrompt (GA) steering the same frozen generator with the same budget."""
+
+    name = "evoprompt"
+    params_model = EvolutionParams
+
+    def optimizer(self) -> PromptOptimizer:
+        from systems.optimizers.evoprompt import EvoPromptOptimizer
+
+        p = self.params
+        return EvoPromptOptimizer(
+            population=p.population,
+            temperature=p.optimizer_temperature,
+            with_similarity=p.with_similarity,
+            with_perplexity=p.with_perplexity,
+            validation_fraction=p.validation_fraction,
+        )

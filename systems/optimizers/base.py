@@ -1,0 +1,307 @@
+"""The one-verb optimizer interface, the generators it steers, and the shared bookkeeping.
+
+`PromptOptimizer.optimize(generator, spec, seed, ctx, budget) -> OptimizationResult` is the whole contract
+(like DSPy's `compile`): an optimizer gets a generator that turns an editable prompt (`DiffusionPrompt`)
+into samples, spends at most `budget.generator_calls` generator calls, and returns its best prompt, a
+trace whose iteration events carry integer `iteration` and numeric `reward`, and its usage.
+
+Two things keep comparisons honest:
+- `MeteredGenerator` counts every prompt sent to the generator (cache hit or not) and refuses calls past
+  the budget, so AoD, PromptBreeder and EvoPrompt spend exactly the same generator budget.
+- `evaluation_view(spec)` is the only task an optimizer scores against: it is built from
+  `spec.references` alone (memorization against all references, similarity against a validation
+  slice of them) and never reads `spec.holdout`, which belongs to the final metrics.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from bench.errors import BenchError
+from bench.hashing import stable_hash
+from bench.types import (
+    JSON,
+    GenerationRequest,
+    GenerationResult,
+    RunContext,
+    Sample,
+    SamplingParams,
+    TaskSpec,
+    Usage,
+)
+from systems.skeleton_prompt import DiffusionPrompt, render_prompt
+
+
+# ------------------------------------------------------------------------------------------ budget
+@dataclass(frozen=True)
+class Budget:
+    """Generator calls an optimizer may spend while optimizing (the final n samples are not counted).
+
+    `batch_size` is how many samples one prompt evaluation costs, so `evaluations` prompts can be tried.
+    """
+
+    generator_calls: int
+    batch_size: int = 4
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.generator_calls < self.batch_size:
+            raise BenchError(
+                f"optimizer budget of {self.generator_calls} generator calls cannot pay for one "
+                f"evaluation batch of {self.batch_size}"
+            )
+
+    @property
+    def evaluations(self) -> int:
+        return self.generator_calls // self.batch_size
+
+
+class BudgetExceeded(BenchError):
+    """An optimizer asked for more generator calls than its budget (a bug in the optimizer)."""
+
+
+def derived_seed(seed: int, salt: str) -> int:
+    """A 31-bit seed per purpose, so optimizer streams never collide with the final generation's."""
+    return int(stable_hash({"seed": seed, "salt": salt}, 8), 16) & 0x7FFFFFFF
+
+
+def derived_rng(seed: int, salt: str) -> random.Random:
+    return random.Random(derived_seed(seed, salt))
+
+
+# --------------------------------------------------------------------------------------- generators
+class PromptGenerator(Protocol):
+    """A frozen generator an optimizer can steer: it turns one editable prompt into n samples.
+
+    The prompt is a template (instruction, notes, fields, hints); the generator adds its own per-sample
+    few-shot examples, drawn from `spec.references` by (seed, sample index).
+    """
+
+    name: str
+
+    def initial_prompt(self, spec: TaskSpec) -> DiffusionPrompt: ...
+
+    def generate(
+        self, spec: TaskSpec, prompt: DiffusionPrompt, n: int, seed: int, ctx: RunContext
+    ) -> GenerationResult: ...
+
+
+def template_text(prompt: DiffusionPrompt) -> str:
+    """The editable part of a prompt as text (no examples): what traces record and agents read."""
+    return render_prompt(
+        DiffusionPrompt(prompt.instruction, list(prompt.notes), [], list(prompt.fields), list(prompt.hints))
+    )
+
+
+def copy_prompt(prompt: DiffusionPrompt) -> DiffusionPrompt:
+    return DiffusionPrompt(
+        prompt.instruction, list(prompt.notes), list(prompt.examples), list(prompt.fields), list(prompt.hints)
+    )
+
+
+class MeteredGenerator:
+    """Fronts a generator with the budget: every evaluation costs `batch_size` generator calls.
+
+    Evaluations use common random numbers: every candidate prompt is sampled with the same evaluation
+    seed and sample indices (hence the same few-shot examples and sampler noise), so two prompts'
+    rewards differ because of the prompts, not because of luck. That seed is derived from the run seed
+    and differs from the final generation's seed.
+    """
+
+    def __init__(
+        self, generator: PromptGenerator, budget: Budget, spec: TaskSpec, seed: int, ctx: RunContext
+    ):
+        self.generator = generator
+        self.budget = budget
+        self.spec = spec
+        self.ctx = ctx
+        self.eval_seed = derived_seed(seed, "optimizer-evaluation")
+        self.spent = 0
+        self.usage = Usage()
+
+    @property
+    def remaining_evaluations(self) -> int:
+        return (self.budget.generator_calls - self.spent) // self.budget.batch_size
+
+    def evaluate(self, prompt: DiffusionPrompt) -> list[Sample]:
+        k = self.budget.batch_size
+        if self.spent + k > self.budget.generator_calls:
+            raise BudgetExceeded(
+                f"optimizer asked for {k} more generator calls with {self.budget.generator_calls - self.spent} left"
+            )
+        result = self.generator.generate(self.spec, prompt, k, self.eval_seed, self.ctx)
+        self.spent += k
+        add_generator_usage(self.usage, result.usage, k)
+        return result.samples
+
+
+def add_generator_usage(total: Usage, part: Usage, calls: int) -> None:
+    """Add a generation's usage, counting `calls` generator calls whether or not the cache answered.
+
+    Generators disagree on whether a cache hit is a call (`ar` counts misses only, `llada` counts all);
+    the budget is about prompts sent, so the count here is the number of prompts.
+    """
+    counted = Usage(**{**part.to_json(), "generator_calls": calls})
+    total.add(counted)
+
+
+class DiffusionPromptGenerator:
+    """`llada` as a steerable generator: the template replaces llada's instruction/notes/fields/hints,
+    the few-shot examples stay llada's own per-sample draw, so an unedited template is exactly `llada`."""
+
+    name = "llada"
+
+    def __init__(self, params: JSON | None = None) -> None:
+        from systems.llada import LLaDASystem
+
+        self.system = LLaDASystem(params)
+
+    def initial_prompt(self, spec: TaskSpec) -> DiffusionPrompt:
+        parts = self.system.prompt_parts(spec, 0, 0)
+        parts.examples = []
+        return parts
+
+    def generate(
+        self, spec: TaskSpec, prompt: DiffusionPrompt, n: int, seed: int, ctx: RunContext
+    ) -> GenerationResult:
+        texts = []
+        for i in range(n):
+            parts = copy_prompt(prompt)
+            parts.examples = self.system.prompt_parts(spec, seed, i).examples
+            texts.append(render_prompt(parts))
+        return self.system.generate_from_prompts(spec, texts, seed, ctx)
+
+
+class ARPromptGenerator:
+    """`ar` as a steerable generator: notes and hints become lines of the instruction; schema and
+    few-shot examples are `ar`'s own, so an unedited template is exactly `ar`."""
+
+    name = "ar"
+
+    def __init__(self, params: JSON | None = None) -> None:
+        from systems.ar import ARSystem
+
+        self.system = ARSystem(params)
+
+    def initial_prompt(self, spec: TaskSpec) -> DiffusionPrompt:
+        return DiffusionPrompt(instruction=spec.instruction)
+
+    def generate(
+        self, spec: TaskSpec, prompt: DiffusionPrompt, n: int, seed: int, ctx: RunContext
+    ) -> GenerationResult:
+        from dataclasses import replace
+
+        lines = [prompt.instruction.strip()] if prompt.instruction.strip() else []
+        lines += [note.strip() for note in prompt.notes if note.strip()]
+        if prompt.hints:
+            lines.append("Use these values: " + "; ".join(f"{k} = {v}" for k, v in prompt.hints))
+        # a shallow copy with another instruction; `holdout` is passed along untouched, never read
+        edited = replace(spec, instruction="\n".join(lines))
+        return self.system.generate(edited, n, seed, ctx)
+
+
+GENERATORS = {"llada": DiffusionPromptGenerator, "ar": ARPromptGenerator}
+
+
+def make_generator(kind: str, params: JSON | None = None) -> PromptGenerator:
+    if kind not in GENERATORS:
+        raise BenchError(
+            f"unknown generator {kind!r} for a prompt optimizer; choose from {sorted(GENERATORS)}"
+        )
+    return GENERATORS[kind](params)
+
+
+# ------------------------------------------------------------------------------------ evaluation view
+def evaluation_view(spec: TaskSpec, validation_fraction: float = 0.25) -> TaskSpec:
+    """The task as an optimizer may score it, from `spec.references` only.
+
+    Memorization metrics (field overlap, novelty, exact copies) compare against all references, as the
+    final metrics do; similarity compares against a fixed validation slice of the references (chosen by
+    `spec.split_seed`, not the run seed), standing in for the holdout the optimizer must never see.
+    """
+    refs = list(spec.references)
+    order = list(range(len(refs)))
+    random.Random(derived_seed(spec.split_seed, "optimizer-validation")).shuffle(order)
+    n_val = max(1, round(len(refs) * validation_fraction)) if refs else 0
+    validation = tuple(refs[i] for i in sorted(order[:n_val]))
+    return TaskSpec(
+        name=spec.name,
+        instruction=spec.instruction,
+        schema=spec.schema,
+        references=tuple(refs),
+        holdout=validation,
+        rubric=spec.rubric,
+        fingerprint=f"{spec.fingerprint}:optimizer-view",
+        split_seed=spec.split_seed,
+    )
+
+
+# ------------------------------------------------------------------------------------------- agents
+@dataclass
+class Agent:
+    """An LLM in an agent role (optimizer, judge) with its own seeded call stream and usage.
+
+    Calls are seeded by (run seed, role) and indexed by `key` (a content hash) when given, else by a
+    running counter, so the same run makes the same requests in the same order.
+    """
+
+    ctx: RunContext
+    role: str
+    seed: int
+    temperature: float
+    max_tokens: int
+    usage: Usage = field(default_factory=Usage)
+    calls: int = 0
+
+    def ask(
+        self, user: str, key: object | None = None, system: str | None = None, max_tokens: int | None = None
+    ) -> str:
+        backend = self.ctx.backend(self.role)
+        index = int(stable_hash(key, 8), 16) & 0x7FFFFFFF if key is not None else self.calls
+        params = SamplingParams(temperature=self.temperature, max_tokens=max_tokens or self.max_tokens)
+        request = GenerationRequest.chat(
+            user, params, derived_seed(self.seed, self.role), index, system=system
+        )
+        t0 = time.perf_counter()
+        completion = backend.generate([request])[0]
+        self.calls += 1
+        self.usage.agent_calls += 1
+        self.usage.tokens_in += completion.tokens_in
+        self.usage.tokens_out += completion.tokens_out
+        self.usage.cost_usd += completion.cost_usd
+        self.usage.cache_hits += int(completion.cached)
+        self.usage.cache_misses += int(not completion.cached)
+        self.usage.seconds += time.perf_counter() - t0
+        return "" if completion.error else completion.text
+
+
+def role_temperature(ctx: RunContext, role: str, default: float) -> float:
+    """The role preset's paper temperature (catalog `sampling:`), else the optimizer's default."""
+    try:
+        sampling = ctx.model_spec(role).get("sampling") or {}
+    except BenchError:
+        return default
+    return float(sampling.get("temperature", default))
+
+
+# ------------------------------------------------------------------------------------------ results
+@dataclass
+class OptimizationResult:
+    """The best prompt found, the per-iteration trace, and what it cost (generator + agents)."""
+
+    prompt: DiffusionPrompt
+    trace: list[JSON]
+    usage: Usage
+    best_reward: float = float("nan")
+
+
+class PromptOptimizer(Protocol):
+    """The one verb every prompt optimizer implements."""
+
+    name: str
+
+    def optimize(
+        self, generator: PromptGenerator, spec: TaskSpec, seed: int, ctx: RunContext, budget: Budget
+    ) -> OptimizationResult: ...

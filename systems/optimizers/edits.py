@@ -1,0 +1,293 @@
+"""Bounded prompt edits: what an optimizer may change in a prompt, how an LLM's text becomes an edit,
+and the template edits used when that text is junk.
+
+Edit kinds (the policy's actions):
+- `add_note`: append one instruction line (at most `max_notes` notes, each at most `max_note_chars`),
+- `replace_note`: replace one existing note,
+- `set_hint`: set one `field: value` line (field must be a leaf path of the task; an enum field's value
+  must be one of its allowed values; at most `max_hints` hints, values at most `max_hint_chars`),
+- `remove_hint`: drop one hint,
+- `rewrite_instruction`: replace the instruction by a text of at most `max_ratio` times the original
+  instruction's length and at least `min_ratio` times it (or 40 characters, whichever is less).
+
+Bounds keep each step small (the paper's bounded-edit assumption) and keep a 135M optimizer's rambling
+out of the prompt: an edit that breaks a bound is rejected and replaced by a template edit, and the
+trace says so.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import asdict, dataclass
+
+from bench.types import JSON, TaskSpec
+from metrics.schema_paths import fields_of
+from systems.optimizers.base import copy_prompt
+from systems.skeleton_prompt import DiffusionPrompt, hint_text, leaf_items
+
+EDIT_KINDS = ("add_note", "replace_note", "set_hint", "remove_hint", "rewrite_instruction")
+
+
+@dataclass(frozen=True)
+class EditBounds:
+    max_notes: int = 3
+    max_note_chars: int = 160
+    min_note_words: int = 3
+    max_hints: int = 3
+    max_hint_chars: int = 40
+    min_ratio: float = 0.4
+    max_ratio: float = 1.5
+
+
+@dataclass(frozen=True)
+class PromptEdit:
+    kind: str
+    text: str = ""
+    field: str = ""
+    value: str = ""
+    index: int = -1
+
+    def to_json(self) -> JSON:
+        return {k: v for k, v in asdict(self).items() if v not in ("", -1)}
+
+    def describe(self) -> str:
+        if self.kind == "set_hint":
+            return f"set hint {self.field}: {self.value}"
+        if self.kind == "remove_hint":
+            return f"removed hint #{self.index}"
+        if self.kind == "rewrite_instruction":
+            return f'rewrote the instruction as "{self.text}"'
+        if self.kind == "replace_note":
+            return f'replaced note #{self.index} with "{self.text}"'
+        return f'added note "{self.text}"'
+
+
+# ------------------------------------------------------------------------------------- task fields
+def hint_fields(spec: TaskSpec) -> dict[str, list[str] | None]:
+    """Leaf paths a hint may name -> allowed values (enum) or None (free text).
+
+    Paths come from the references (what the diffusion LM saw hints for) and the schema's properties.
+    """
+    schema_fields = fields_of(spec.schema)
+    paths: dict[str, list[str] | None] = {}
+    for r in spec.references:
+        for p, _ in leaf_items(r):
+            paths.setdefault(p, None)
+    for p, info in schema_fields.items():
+        if p and "[]" not in p and info.types - {"object", "array"}:
+            paths.setdefault(p, None)
+    for p in paths:
+        enum = _enum_at(spec.schema, p)
+        if enum is not None:
+            paths[p] = enum
+    return paths
+
+
+def _enum_at(schema: JSON, path: str) -> list[str] | None:
+    node: object = schema
+    for part in path.split("."):
+        if not isinstance(node, dict):
+            return None
+        node = (node.get("properties") or {}).get(part)
+    if isinstance(node, dict) and isinstance(node.get("enum"), list):
+        return [hint_text(v) for v in node["enum"]]
+    return None
+
+
+def applicable_kinds(prompt: DiffusionPrompt, bounds: EditBounds) -> list[str]:
+    kinds = ["add_note", "set_hint", "rewrite_instruction"]
+    if prompt.notes:
+        kinds.insert(1, "replace_note")
+    if prompt.hints:
+        kinds.append("remove_hint")
+    if len(prompt.notes) >= bounds.max_notes:
+        kinds.remove("add_note")
+    return [k for k in EDIT_KINDS if k in kinds]
+
+
+# ------------------------------------------------------------------------------------------ apply
+def check_edit(
+    edit: PromptEdit, prompt: DiffusionPrompt, spec: TaskSpec, bounds: EditBounds, original: str
+) -> str | None:
+    """Why `edit` breaks a bound (None when it is acceptable)."""
+    if edit.kind in ("add_note", "replace_note"):
+        if len(edit.text) > bounds.max_note_chars:
+            return f"note longer than {bounds.max_note_chars} characters"
+        if len(edit.text.split()) < bounds.min_note_words:
+            return f"note shorter than {bounds.min_note_words} words"
+        if edit.text in prompt.notes:
+            return "note already present"
+        if edit.kind == "replace_note" and not 0 <= edit.index < len(prompt.notes):
+            return "no such note"
+        if edit.kind == "add_note" and len(prompt.notes) >= bounds.max_notes:
+            return "too many notes"
+    elif edit.kind == "set_hint":
+        fields = hint_fields(spec)
+        if edit.field not in fields:
+            return f"unknown field {edit.field!r}"
+        if not edit.value or len(edit.value) > bounds.max_hint_chars:
+            return f"hint value empty or longer than {bounds.max_hint_chars} characters"
+        allowed = fields[edit.field]
+        if allowed is not None and edit.value not in allowed:
+            return f"value {edit.value!r} not allowed for {edit.field!r}"
+        if (edit.field, edit.value) in prompt.hints:
+            return "hint already present"
+        if len(prompt.hints) >= bounds.max_hints and edit.field not in dict(prompt.hints):
+            return "too many hints"
+    elif edit.kind == "remove_hint":
+        if not 0 <= edit.index < len(prompt.hints):
+            return "no such hint"
+    elif edit.kind == "rewrite_instruction":
+        n = len(edit.text)
+        lo = min(int(bounds.min_ratio * len(original)), 40)
+        hi = int(bounds.max_ratio * max(len(original), 40))
+        if not lo <= n <= hi:
+            return f"instruction length {n} outside [{lo}, {hi}]"
+        if len(edit.text.split()) < bounds.min_note_words:
+            return "instruction too short"
+    else:
+        return f"unknown edit kind {edit.kind!r}"
+    return None
+
+
+def apply_edit(prompt: DiffusionPrompt, edit: PromptEdit) -> DiffusionPrompt:
+    """A new prompt with the (already checked) edit applied; the input prompt is left unchanged."""
+    out = copy_prompt(prompt)
+    if edit.kind == "add_note":
+        out.notes.append(edit.text)
+    elif edit.kind == "replace_note":
+        out.notes[edit.index] = edit.text
+    elif edit.kind == "set_hint":
+        out.hints = [(k, v) for k, v in out.hints if k != edit.field] + [(edit.field, edit.value)]
+    elif edit.kind == "remove_hint":
+        del out.hints[edit.index]
+    elif edit.kind == "rewrite_instruction":
+        out.instruction = edit.text
+    return out
+
+
+# ------------------------------------------------------------------------------------------ parse
+_PREFIX = {
+    "add_note": ("note",),
+    "replace_note": ("note",),
+    "set_hint": ("hint",),
+    "rewrite_instruction": ("instruction", "prompt", "new instruction"),
+}
+_CHATTER = re.compile(
+    r"^(sure|okay|ok|here|i |i'm|i am|as an ai|certainly|of course|note that|cheers|thank)", re.I
+)
+
+
+def clean_line(line: str) -> str:
+    line = line.strip().strip("`*\"' ").strip()
+    line = re.sub(r"^[-•\d.)\s]+", "", line)  # list markers
+    return re.sub(r"\s+", " ", line).strip().strip("\"'")
+
+
+def parse_edit(
+    kind: str, text: str, spec: TaskSpec, prompt: DiffusionPrompt, index: int = -1
+) -> PromptEdit | None:
+    """Read the optimizer's reply as an edit of `kind`; None when nothing usable is in it.
+
+    Preferred form is one line `NOTE: ...` / `HINT: field = value` / `INSTRUCTION: ...`; without the
+    prefix, the first line that is not chatter is taken (notes and instructions) or scanned for a known
+    field name followed by a value (hints).
+    """
+    lines = [ln for ln in (clean_line(x) for x in text.splitlines()) if ln]
+    if not lines:
+        return None
+    prefixes = _PREFIX.get(kind, ())
+    chosen = None
+    for ln in lines:
+        m = re.match(r"^([A-Za-z ]{2,20})\s*:\s*(.+)$", ln)
+        if m and m.group(1).strip().lower() in prefixes:
+            chosen = m.group(2).strip().strip("\"'")
+            break
+    if kind == "set_hint":
+        return _parse_hint(chosen or "", lines, spec)
+    if chosen is None:
+        chosen = next((ln for ln in lines if not _CHATTER.match(ln) and "{" not in ln), None)
+    if not chosen:
+        return None
+    if kind == "rewrite_instruction":
+        return PromptEdit(kind, text=chosen)
+    return PromptEdit(kind, text=chosen, index=index)
+
+
+def _norm_field(s: str) -> str:
+    return re.sub(r"[\s_\-]+", "", s.lower())
+
+
+def _parse_hint(chosen: str, lines: list[str], spec: TaskSpec) -> PromptEdit | None:
+    fields = hint_fields(spec)
+    by_norm = {_norm_field(f): f for f in fields}
+    for candidate in ([chosen] if chosen else []) + lines:
+        m = re.match(r"^\s*([A-Za-z_][\w.\- ]{0,40}?)\s*(?:=|:|->| is )\s*(.+)$", candidate)
+        if not m:
+            continue
+        field = by_norm.get(_norm_field(m.group(1)))
+        if field is None:
+            continue
+        value = m.group(2).strip().strip("\"',.;").strip()
+        allowed = fields[field]
+        if allowed is not None:
+            match = next((a for a in allowed if a.lower() == value.lower()), None)
+            if match is None:
+                continue
+            value = match
+        return PromptEdit("set_hint", field=field, value=value)
+    return None
+
+
+# --------------------------------------------------------------------------------------- templates
+GENERIC_NOTES = (
+    "Answer with one JSON object and nothing else.",
+    "Fill every field with a realistic, specific value.",
+    "Use values that differ from the examples.",
+    "Keep each value short, as in a real database record.",
+    "Close every brace and quote of the JSON object.",
+)
+
+
+def template_edit(
+    kind: str,
+    prompt: DiffusionPrompt,
+    spec: TaskSpec,
+    rng: random.Random,
+    judge_misses: list[str],
+    schema_problem: str | None,
+) -> PromptEdit:
+    """A sensible edit of `kind` built without the LLM (the fallback), informed by the latest critique."""
+    if kind in ("add_note", "replace_note"):
+        pool = [n for n in GENERIC_NOTES if n not in prompt.notes]
+        pool += [f"Make sure the answer is yes: {q}" for q in judge_misses]
+        if schema_problem:
+            pool.append("Avoid this: " + schema_problem.removeprefix("Most common schema problem: "))
+        pool = [n for n in pool if n not in prompt.notes] or list(GENERIC_NOTES)
+        text = rng.choice(pool)[:160]
+        if kind == "replace_note" and prompt.notes:
+            return PromptEdit(kind, text=text, index=rng.randrange(len(prompt.notes)))
+        return PromptEdit("add_note", text=text)
+    if kind == "set_hint":
+        fields = hint_fields(spec)
+        enums = [(f, vals) for f, vals in sorted(fields.items()) if vals]
+        if enums:
+            f, vals = rng.choice(enums)
+            return PromptEdit("set_hint", field=f, value=rng.choice(vals))
+        f = rng.choice(sorted(fields))
+        values = sorted(
+            {hint_text(v) for r in spec.references for p, v in leaf_items(r) if p == f and v is not None}
+        )
+        return PromptEdit("set_hint", field=f, value=(rng.choice(values) if values else "x")[:40])
+    if kind == "remove_hint" and prompt.hints:
+        return PromptEdit("remove_hint", index=rng.randrange(len(prompt.hints)))
+    # rewrite_instruction: the task's own instruction, optionally with one generic sentence
+    name = spec.name.split("/")[-1].replace("_", " ")
+    options = [
+        spec.instruction,
+        f"Generate one new, realistic {name} record as a JSON object.",
+        f"{spec.instruction} Every value must be new and realistic.",
+    ]
+    options = [o for o in options if o != prompt.instruction] or options
+    return PromptEdit("rewrite_instruction", text=rng.choice(options))
