@@ -24,8 +24,12 @@ from systems.backends.grammar import GrammarLimits, bounded_schema, schema_to_gb
 class ARGrammarParams(ARParams):
     """`ar` settings plus the bounds that keep every grammar sentence inside the token budget."""
 
-    max_tokens: int = Field(512, ge=1, description="maximum new tokens per record (room for the bounded record)")
-    max_string_chars: int = Field(160, ge=1, description="maxLength given to strings the schema leaves unbounded")
+    max_tokens: int = Field(
+        512, ge=1, description="maximum new tokens per record (room for the bounded record)"
+    )
+    max_string_chars: int = Field(
+        160, ge=1, description="maxLength given to strings the schema leaves unbounded"
+    )
     max_items: int = Field(6, ge=0, description="maxItems given to arrays the schema leaves unbounded")
 
 
@@ -38,8 +42,8 @@ class ARGrammarSystem(ARSystem):
     def limits(self) -> GrammarLimits:
         return GrammarLimits(max_string_chars=self.params.max_string_chars, max_items=self.params.max_items)
 
-    def sampling(self, spec: TaskSpec) -> SamplingParams:
-        return replace(super().sampling(spec), json_schema=bounded_schema(spec.schema, self.limits()))
+    def sampling(self, spec: TaskSpec, preset: dict | None = None) -> SamplingParams:
+        return replace(super().sampling(spec, preset), json_schema=bounded_schema(spec.schema, self.limits()))
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
         schema = bounded_schema(spec.schema, self.limits())

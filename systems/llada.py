@@ -45,7 +45,9 @@ class LLaDAParams(BaseModel):
     with_fields: bool = Field(True, description="list the schema's top-level fields in the prompt")
     instruction: str | None = Field(None, description="replace the task instruction (prompt editing)")
     notes: list[str] = Field(default_factory=list, description="extra prompt lines (prompt editing)")
-    hints: dict[str, str] = Field(default_factory=dict, description="`field: value` lines added to every prompt")
+    hints: dict[str, str] = Field(
+        default_factory=dict, description="`field: value` lines added to every prompt"
+    )
     steps: int | None = Field(None, ge=1, description="denoising steps T (paper: 12)")
     gen_length: int | None = Field(None, ge=1, description="response positions (llada only)")
     block_length: int | None = Field(None, ge=1, description="semi-autoregressive block length")
@@ -57,7 +59,15 @@ class LLaDAParams(BaseModel):
     batch_size: int = Field(16, ge=1, description="requests per backend call (transport only)")
 
     def knobs(self, skeleton: bool = False) -> dict[str, Any]:
-        names = ["steps", "block_length", "remasking", "temperature", "cfg_scale", "threshold", "prefix_cache"]
+        names = [
+            "steps",
+            "block_length",
+            "remasking",
+            "temperature",
+            "cfg_scale",
+            "threshold",
+            "prefix_cache",
+        ]
         if not skeleton:
             names.append("gen_length")
         return {k: getattr(self, k) for k in names if getattr(self, k) is not None}
@@ -122,12 +132,20 @@ class LLaDASystem:
             except Exception as exc:  # a harness failure, never a model failure
                 for r in batch:
                     samples.append(
-                        Sample(r.sample_index, "", "error", f"{type(exc).__name__}: {exc}", SampleStatus.BACKEND_ERROR)
+                        Sample(
+                            r.sample_index,
+                            "",
+                            "error",
+                            f"{type(exc).__name__}: {exc}",
+                            SampleStatus.BACKEND_ERROR,
+                        )
                     )
                 continue
             for r, c in zip(batch, comps, strict=True):
                 status = SampleStatus.BACKEND_ERROR if c.error else None
-                samples.append(Sample(r.sample_index, c.text, c.finish_reason, c.error, status, {"nfe": c.nfe}))
+                samples.append(
+                    Sample(r.sample_index, c.text, c.finish_reason, c.error, status, {"nfe": c.nfe})
+                )
                 usage.generator_calls += 1
                 usage.tokens_in += c.tokens_in
                 usage.tokens_out += c.tokens_out
@@ -210,7 +228,12 @@ class LLaDASkeletonSystem(LLaDASystem):
             for r in repairs:
                 repairs_by_kind[r.kind] = repairs_by_kind.get(r.kind, 0) + 1
             samples.append(
-                Sample(i, json.dumps(record, ensure_ascii=False), "stop", meta={"nfe": res.nfe, "repairs": len(repairs)})
+                Sample(
+                    i,
+                    json.dumps(record, ensure_ascii=False),
+                    "stop",
+                    meta={"nfe": res.nfe, "repairs": len(repairs)},
+                )
             )
             usage.generator_calls += 1
             usage.tokens_in += res.tokens_in

@@ -58,7 +58,7 @@ def choose_examples(
     chosen, idx, used = [], [], 0
     for i in order:
         size = len(compact(references[i]))
-        if chosen and used + size > char_budget:
+        if used + size > char_budget:  # even the first: a huge example would crowd out the context
             continue
         chosen.append(references[i])
         idx.append(i)

@@ -4,8 +4,19 @@ from bench.registry import BACKENDS, SYSTEMS
 
 # ---- systems: name -> class taking (params: dict) and implementing bench.types.System
 SYSTEMS.register("ar", "systems.ar:ARSystem", summary="direct AR generation: instruction + schema + k few-shot references")
+SYSTEMS.register(
+    "ar-grammar", "systems.ar_grammar:ARGrammarSystem", summary="ours: AR decoding constrained by a grammar compiled from the JSON Schema"
+)
+SYSTEMS.register("llada", "systems.llada:LLaDASystem", summary="frozen masked-diffusion LM, LLaDA sampling, natural-language prompt")
+SYSTEMS.register(
+    "llada-skeleton", "systems.llada:LLaDASkeletonSystem", summary="ours: the DLM fills only the value slots of the schema's JSON skeleton"
+)
 SYSTEMS.register("file", "systems.file:FileSystem", summary="reads generations produced elsewhere")
 
 # ---- backends: name -> class with from_spec(spec, env)
 BACKENDS.register("llama_cpp", "systems.backends.llama_cpp:LlamaCppBackend")
+BACKENDS.register("hf", "systems.backends.hf:HFBackend")
+BACKENDS.register("openai", "systems.backends.openai_api:OpenAIBackend")
+BACKENDS.register("llada", "systems.backends.llada_hf:LLaDAHFBackend")
+BACKENDS.register("mdlm", "systems.backends.mdlm:EmbeddedMDLMBackend")
 BACKENDS.register("sentence_transformers", "systems.backends.sentence_embedder:SentenceEmbedder")

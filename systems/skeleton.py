@@ -209,7 +209,9 @@ class SkeletonPlan:
                     continue
                 freq = (st.key_counts[key] / st.n_objects) if st and st.n_objects else 0.0
                 if key in required or rng.random() < freq:
-                    items.append((key, self.sample(rng, f"{path}.{key}" if path else key, props.get(key, {}))))
+                    items.append(
+                        (key, self.sample(rng, f"{path}.{key}" if path else key, props.get(key, {})))
+                    )
             if not items and sub.get("minProperties", 0) > 0 and order:
                 key = order[0]
                 items.append((key, self.sample(rng, f"{path}.{key}" if path else key, props.get(key, {}))))
@@ -308,7 +310,9 @@ class SlotRepair:
     value: Any
 
 
-def slot_value(slot: Slot, text: str, plan: SkeletonPlan, rng: random.Random) -> tuple[Any, SlotRepair | None]:
+def slot_value(
+    slot: Slot, text: str, plan: SkeletonPlan, rng: random.Random
+) -> tuple[Any, SlotRepair | None]:
     """Turn a filled slot's text into a value of the slot's kind, repairing it when it is not one."""
     text = text.strip() if slot.kind != "string" else text
     if slot.kind == "string":
@@ -338,7 +342,12 @@ def slot_value(slot: Slot, text: str, plan: SkeletonPlan, rng: random.Random) ->
         num = json.loads(text)
         if slot.kind == "integer" and isinstance(num, int) and not isinstance(num, bool):
             return num, None
-        if slot.kind == "number" and isinstance(num, int | float) and not isinstance(num, bool) and math.isfinite(num):
+        if (
+            slot.kind == "number"
+            and isinstance(num, int | float)
+            and not isinstance(num, bool)
+            and math.isfinite(num)
+        ):
             return num, None
     except (json.JSONDecodeError, ValueError):
         pass
@@ -368,5 +377,7 @@ def build_record(
     return walk(tree), repairs
 
 
-def plan_for_task(spec: TaskSpec, count_tokens: Callable[[str], int], max_slot_tokens: int = 24) -> SkeletonPlan:
+def plan_for_task(
+    spec: TaskSpec, count_tokens: Callable[[str], int], max_slot_tokens: int = 24
+) -> SkeletonPlan:
     return SkeletonPlan(spec.schema, spec.references, count_tokens, max_slot_tokens)

@@ -92,7 +92,12 @@ def training_tokens(
 class SlotVocab:
     """Allowed-token masks per slot kind, computed once per tokenizer."""
 
-    def __init__(self, token_texts: Sequence[str | None], slot_pad_ids: Sequence[int], encode: Callable[[str], list[int]]):
+    def __init__(
+        self,
+        token_texts: Sequence[str | None],
+        slot_pad_ids: Sequence[int],
+        encode: Callable[[str], list[int]],
+    ):
         v = len(token_texts)
         self.encode = encode
         self.size = v
@@ -100,10 +105,17 @@ class SlotVocab:
         self.pad[list(slot_pad_ids)] = True
         ok = [t is not None and t != "" for t in token_texts]
         self.string = torch.tensor(
-            [o and not _UNESCAPED_QUOTE.search(t or "") and "\n" not in (t or "") for o, t in zip(ok, token_texts, strict=True)]
+            [
+                o and not _UNESCAPED_QUOTE.search(t or "") and "\n" not in (t or "")
+                for o, t in zip(ok, token_texts, strict=True)
+            ]
         )
-        self.number = torch.tensor([o and bool(re.fullmatch(r"[0-9.eE+\-]+", t or "")) for o, t in zip(ok, token_texts, strict=True)])
-        self.integer = torch.tensor([o and bool(re.fullmatch(r"[0-9\-]+", t or "")) for o, t in zip(ok, token_texts, strict=True)])
+        self.number = torch.tensor(
+            [o and bool(re.fullmatch(r"[0-9.eE+\-]+", t or "")) for o, t in zip(ok, token_texts, strict=True)]
+        )
+        self.integer = torch.tensor(
+            [o and bool(re.fullmatch(r"[0-9\-]+", t or "")) for o, t in zip(ok, token_texts, strict=True)]
+        )
         self._enum: dict[tuple[str, ...], torch.Tensor] = {}
 
     def for_slot(self, slot: Slot) -> torch.Tensor:
@@ -125,7 +137,9 @@ class SlotVocab:
             return self.number
         return self.string
 
-    def hook(self, canvases: Sequence[Canvas], offset: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    def hook(
+        self, canvases: Sequence[Canvas], offset: int
+    ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
         """A sampler logits hook masking disallowed tokens at slot positions (no (b, L, V) mask built)."""
         plan: list[tuple[int, list[int], torch.Tensor, torch.Tensor]] = []
         for j, c in enumerate(canvases):
@@ -145,7 +159,9 @@ class SlotVocab:
         return apply
 
 
-def read_slots(row: Sequence[int], canvas: Canvas, offset: int, decode: Callable[[list[int]], str], drop: set[int]) -> list[str]:
+def read_slots(
+    row: Sequence[int], canvas: Canvas, offset: int, decode: Callable[[list[int]], str], drop: set[int]
+) -> list[str]:
     """The text of each slot, slot-pad / EOS tokens dropped."""
     out = []
     for _, pos in canvas.slots:

@@ -150,19 +150,76 @@ def test_demo_schema_formats_patterns_and_bounds():
 
 
 EDGE_SCHEMAS = [
-    {"type": "object", "properties": {"a": {"type": "integer", "minimum": -40, "maximum": 7}}, "required": ["a"]},
-    {"type": "object", "properties": {"x": {"type": "number", "minimum": 2.5, "maximum": 10}}, "required": ["x"]},
+    {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "minimum": -40, "maximum": 7}},
+        "required": ["a"],
+    },
+    {
+        "type": "object",
+        "properties": {"x": {"type": "number", "minimum": 2.5, "maximum": 10}},
+        "required": ["x"],
+    },
     {"type": "object", "properties": {"x": {"type": "number", "exclusiveMaximum": 3}}, "required": ["x"]},
-    {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}, "minProperties": 1, "additionalProperties": False},
-    {"type": "object", "properties": {"o": {"type": "object", "properties": {"p": {"type": "boolean"}, "q": {"type": "null"}}}}},
+    {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+        "minProperties": 1,
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {
+            "o": {"type": "object", "properties": {"p": {"type": "boolean"}, "q": {"type": "null"}}}
+        },
+    },
     {"type": "array", "prefixItems": [{"type": "number"}, {"type": "number"}], "items": False, "minItems": 2},
-    {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]}, "minItems": 2, "maxItems": 5},
-    {"type": "object", "properties": {"v": {"type": ["string", "null"]}, "w": {"const": {"k": [1, "two"]}}}, "required": ["v", "w"]},
-    {"type": "object", "properties": {"d": {"type": "string", "format": "date-time"}, "u": {"type": "string", "format": "uuid"}, "e": {"type": "string", "format": "email"}, "t": {"type": "string", "format": "time"}}, "required": ["d", "u", "e", "t"]},
-    {"$defs": {"pt": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}}, "type": "object", "properties": {"a": {"$ref": "#/$defs/pt"}, "b": {"type": "array", "items": {"$ref": "#/$defs/pt"}}}, "required": ["a"]},
-    {"type": "object", "properties": {"s": {"type": "string", "pattern": r"^(ab|c\d)+[^a-z\"]{0,3}\.x?$"}, "q": {"type": "string", "pattern": r'say "hi"\\'}}, "required": ["s", "q"]},
-    {"type": "object", "properties": {"n": {"oneOf": [{"type": "integer"}, {"type": "string", "maxLength": 4}]}}, "required": ["n"]},
-    {"type": "object", "properties": {"a": {"type": "string", "minLength": 3, "maxLength": 5}}, "required": ["a"], "allOf": [{"properties": {"b": {"type": "integer"}}, "required": ["b"]}]},
+    {
+        "type": "array",
+        "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+        "minItems": 2,
+        "maxItems": 5,
+    },
+    {
+        "type": "object",
+        "properties": {"v": {"type": ["string", "null"]}, "w": {"const": {"k": [1, "two"]}}},
+        "required": ["v", "w"],
+    },
+    {
+        "type": "object",
+        "properties": {
+            "d": {"type": "string", "format": "date-time"},
+            "u": {"type": "string", "format": "uuid"},
+            "e": {"type": "string", "format": "email"},
+            "t": {"type": "string", "format": "time"},
+        },
+        "required": ["d", "u", "e", "t"],
+    },
+    {
+        "$defs": {"pt": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}},
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/pt"}, "b": {"type": "array", "items": {"$ref": "#/$defs/pt"}}},
+        "required": ["a"],
+    },
+    {
+        "type": "object",
+        "properties": {
+            "s": {"type": "string", "pattern": r"^(ab|c\d)+[^a-z\"]{0,3}\.x?$"},
+            "q": {"type": "string", "pattern": r'say "hi"\\'},
+        },
+        "required": ["s", "q"],
+    },
+    {
+        "type": "object",
+        "properties": {"n": {"oneOf": [{"type": "integer"}, {"type": "string", "maxLength": 4}]}},
+        "required": ["n"],
+    },
+    {
+        "type": "object",
+        "properties": {"a": {"type": "string", "minLength": 3, "maxLength": 5}},
+        "required": ["a"],
+        "allOf": [{"properties": {"b": {"type": "integer"}}, "required": ["b"]}],
+    },
 ]
 
 
@@ -171,7 +228,22 @@ def test_edge_schemas_only_yield_valid_json(schema):
     assert_all_valid(schema, n=100)
 
 
-@pytest.mark.parametrize("lo,hi", [(0, 0), (0, 9), (1, 9), (-9, -1), (-3, 3), (7, 130), (19, 1000), (-120, -17), (0, 99), (99, 101), (-1000, 1001)])
+@pytest.mark.parametrize(
+    "lo,hi",
+    [
+        (0, 0),
+        (0, 9),
+        (1, 9),
+        (-9, -1),
+        (-3, 3),
+        (7, 130),
+        (19, 1000),
+        (-120, -17),
+        (0, 99),
+        (99, 101),
+        (-1000, 1001),
+    ],
+)
 def test_int_range_spells_exactly_the_integers_in_range(lo, hi):
     assert _language(int_range(lo, hi)) == {str(v) for v in range(lo, hi + 1)}
 
@@ -225,7 +297,9 @@ def test_llama_cpp_parses_every_task_grammar():
     llama_cpp = pytest.importorskip("llama_cpp")
     from systems.backends.llama_cpp import resolve_gguf
 
-    llm = llama_cpp.Llama(model_path=str(resolve_gguf("smollm2-135m-instruct")), vocab_only=True, verbose=False)
+    llm = llama_cpp.Llama(
+        model_path=str(resolve_gguf("smollm2-135m-instruct")), vocab_only=True, verbose=False
+    )
     vocab = llama_cpp.llama_model_get_vocab(llm._model.model)
 
     def parses(gbnf: str) -> bool:
@@ -236,5 +310,7 @@ def test_llama_cpp_parses_every_task_grammar():
         return True
 
     assert not parses('root ::= "a" \\- [')
-    for name, schema in [("demo", DEMO_SCHEMA), *task_schemas()] + [(str(i), s) for i, s in enumerate(EDGE_SCHEMAS)]:
+    for name, schema in [("demo", DEMO_SCHEMA), *task_schemas()] + [
+        (str(i), s) for i, s in enumerate(EDGE_SCHEMAS)
+    ]:
         assert parses(schema_to_gbnf(schema)), name

@@ -24,8 +24,14 @@ def test_bitsandbytes_quantization_without_cuda_is_refused_before_loading():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     for quant in ("4bit", "8bit"):
-        spec = {"backend": "hf", "model": "meta-llama/Llama-3.1-8B-Instruct", "params": {"quantization": quant}}
-        with pytest.raises(BackendUnavailable, match=rf"{quant} quantization uses bitsandbytes, which needs a CUDA GPU"):
+        spec = {
+            "backend": "hf",
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "params": {"quantization": quant},
+        }
+        with pytest.raises(
+            BackendUnavailable, match=rf"{quant} quantization uses bitsandbytes, which needs a CUDA GPU"
+        ):
             HFBackend.from_spec(spec)
 
 
@@ -61,7 +67,9 @@ def llama():
     return llama_cpp.Llama(model_path=str(resolve_gguf("smollm2-135m-instruct")), n_ctx=512, verbose=False)
 
 
-def chat(text: str, params: SamplingParams = GREEDY, seed: int = 0, index: int = 0, system: str | None = None):
+def chat(
+    text: str, params: SamplingParams = GREEDY, seed: int = 0, index: int = 0, system: str | None = None
+):
     return GenerationRequest.chat(text, params, seed=seed, sample_index=index, system=system)
 
 
@@ -123,14 +131,28 @@ def test_beam_search_is_deterministic(hf):
 
 @pytest.mark.slow
 def test_nll_matches_llama_cpp_on_the_same_texts(hf):
-    from systems.backends.llama_cpp import LlamaCppBackend
+    """Each text token is scored given BOS; llama.cpp (Q4_1 arithmetic) computes the same within 15 %."""
+    import numpy as np
+    from llama_cpp import Llama
 
-    texts = ['{"name": "city centre north b and b", "area": "north", "stars": "0"}', "The cat sat on the mat."]
-    ours = hf.nll(texts)
-    theirs = LlamaCppBackend.from_spec({"model": "smollm2-135m-instruct", "params": {"n_ctx": 512}}).nll(texts)
-    for (n1, t1), (n2, t2) in zip(ours, theirs, strict=True):
-        assert t1 == t2 > 0  # same tokenizer, BOS context, every text token scored
-        assert math.exp(n1 / t1) == pytest.approx(math.exp(n2 / t2), rel=0.15)  # Q4_1 vs dequantized fp32
+    from systems.backends.llama_cpp import resolve_gguf
+
+    llm = Llama(
+        model_path=str(resolve_gguf("smollm2-135m-instruct")), n_ctx=512, logits_all=True, verbose=False
+    )
+    texts = [
+        '{"name": "city centre north b and b", "area": "north", "stars": "0"}',
+        "The cat sat on the mat.",
+    ]
+    for (nll, count), text in zip(hf.nll(texts), texts, strict=True):
+        ids = [llm.token_bos()] + llm.tokenize(text.encode(), add_bos=False)
+        llm.reset()
+        llm.eval(ids)
+        logits = np.asarray(llm.scores[: len(ids) - 1], dtype=np.float64)
+        logz = np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1)) + logits.max(1)
+        reference = float(-(logits[np.arange(len(ids) - 1), ids[1:]] - logz).sum())
+        assert count == len(ids) - 1
+        assert math.exp(nll / count) == pytest.approx(math.exp(reference / count), rel=0.15)
 
 
 @pytest.mark.slow

@@ -176,13 +176,17 @@ def test_suite_runs_ar_through_the_server_and_only_the_faulty_cell_fails(llama_s
     faults.set_plan([], then="500")
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE.format(alias=ALIAS, good=llama_server.base_url, bad=faults.base_url))
-    result = run_suite(suite, None, RunOptions(out=str(tmp_path / "run"), executor="inline", use_cache=False, progress=False))
+    result = run_suite(
+        suite, None, RunOptions(out=str(tmp_path / "run"), executor="inline", use_cache=False, progress=False)
+    )
     status = {o.key.system: o for o in result.outcomes}
     assert status["ar-server"].status == "ok"
     assert status["ar-grammar-server"].status == "ok"
     assert status["ar-faulty"].status == "failed"
     assert "gave up after 3 attempts; last error: HTTP 500" in status["ar-faulty"].error
-    assert 3 <= len(faults.log) <= 6  # two samples in flight, at most three attempts each, then the cell stops
+    assert (
+        3 <= len(faults.log) <= 6
+    )  # two samples in flight, at most three attempts each, then the cell stops
     cells = {c.key.system: c for c in RunStore(result.run_dir).iter_cells()}
     assert cells["ar-server"].metrics["parse_rate"] >= 0.0
     assert cells["ar-grammar-server"].metrics["schema_valid"] == 1.0  # the server applied our grammar

@@ -35,15 +35,30 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
-    corpus = [json.dumps({"day": d, "price": p, "city": c}) for d in ("monday", "friday") for p in (3, 12) for c in ("ely", "cambridge")]
-    tk.train_from_iterator(corpus * 5, trainers.BpeTrainer(vocab_size=300, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    corpus = [
+        json.dumps({"day": d, "price": p, "city": c})
+        for d in ("monday", "friday")
+        for p in (3, 12)
+        for c in ("ely", "cambridge")
+    ]
+    tk.train_from_iterator(
+        corpus * 5,
+        trainers.BpeTrainer(
+            vocab_size=300, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     fast = transformers.PreTrainedTokenizerFast(
         tokenizer_object=tk, pad_token="<|pad|>", eos_token="<|eot|>", mask_token="<|mdm_mask|>"
     )
     fast.chat_template = CHAT
     fast.save_pretrained(folder)
     cfg = transformers.BertConfig(
-        vocab_size=len(fast), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=512
+        vocab_size=len(fast),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
     )
     torch.manual_seed(0)
     transformers.BertForMaskedLM(cfg).save_pretrained(folder)
@@ -51,7 +66,12 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def spec() -> TaskSpec:
-    refs = tuple({"day": d, "price": p, "city": c} for d in ("monday", "friday") for p in (3, 12) for c in ("ely", "cambridge"))
+    refs = tuple(
+        {"day": d, "price": p, "city": c}
+        for d in ("monday", "friday")
+        for p in (3, 12)
+        for c in ("ely", "cambridge")
+    )
     schema = {
         "type": "object",
         "properties": {
@@ -80,21 +100,32 @@ def backend(folder: Path, **params: object) -> LLaDAHFBackend:
         "auto_class": "AutoModelForMaskedLM",
     }
     base.update(params)
-    return LLaDAHFBackend.from_spec({"model": "tiny", "params": base}, SimpleNamespace(cache_dir=folder, task=None, seed=0))
+    return LLaDAHFBackend.from_spec(
+        {"model": "tiny", "params": base}, SimpleNamespace(cache_dir=folder, task=None, seed=0)
+    )
 
 
 def test_missing_weights_raise_backend_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(BackendUnavailable, match="huggingface-cli download GSAI-ML/LLaDA-8B-Instruct"):
         LLaDAHFBackend.from_spec(
-            {"model": "GSAI-ML/LLaDA-8B-Instruct", "params": {"path": str(tmp_path / "absent"), "device_map": None}},
+            {
+                "model": "GSAI-ML/LLaDA-8B-Instruct",
+                "params": {"path": str(tmp_path / "absent"), "device_map": None},
+            },
             SimpleNamespace(cache_dir=tmp_path, task=None, seed=0),
         )
 
 
 def test_paper_defaults() -> None:
     p = LLaDAHFParams()
-    assert (p.steps, p.max_input_tokens, p.dtype, p.cfg_scale, p.mask_id) == (12, 1024, "float16", 0.0, 126336)
+    assert (p.steps, p.max_input_tokens, p.dtype, p.cfg_scale, p.mask_id) == (
+        12,
+        1024,
+        "float16",
+        0.0,
+        126336,
+    )
 
 
 def test_generate_through_chat_template_is_batched_and_seeded(tiny_dir: Path) -> None:
@@ -103,7 +134,9 @@ def test_generate_through_chat_template_is_batched_and_seeded(tiny_dir: Path) ->
     assert be.tok.decode(ids).startswith("<|start|>user\nGenerate a train.<|eot|><|start|>assistant")
     sp = SamplingParams(temperature=1.0)
     reqs = [GenerationRequest.chat("Generate a train.", sp, seed=3, sample_index=i) for i in range(3)]
-    reqs.append(GenerationRequest.chat("A much longer prompt that needs left padding in the batch.", sp, 3, 3))
+    reqs.append(
+        GenerationRequest.chat("A much longer prompt that needs left padding in the batch.", sp, 3, 3)
+    )
     a = be.generate(reqs)
     b = be.generate(reqs)
     alone = be.generate([reqs[1]])
@@ -140,5 +173,5 @@ def test_skeleton_constraints_make_even_a_random_model_schema_valid(tiny_dir: Pa
 
 def test_likelihood_bound_is_finite_and_positive(tiny_dir: Path) -> None:
     be = backend(tiny_dir)
-    (bound, n), = be.nll(['{"day": "monday"}'], n_mc=8, prompt="Generate a train.")
+    ((bound, n),) = be.nll(['{"day": "monday"}'], n_mc=8, prompt="Generate a train.")
     assert n > 0 and 0 < bound < float("inf")

@@ -171,7 +171,9 @@ def test_threshold_commits_in_parallel_and_cuts_nfe() -> None:
         return out
 
     fixed = denoise(model, canvas(1, 8), 1, MASK, SamplerConfig(steps=8), 0)
-    fast = denoise(model, canvas(1, 8), 1, MASK, SamplerConfig(steps=8, threshold=0.9), 0, record_commits=True)
+    fast = denoise(
+        model, canvas(1, 8), 1, MASK, SamplerConfig(steps=8, threshold=0.9), 0, record_commits=True
+    )
     assert fixed.nfe == 8
     assert fast.nfe == 2
     assert [int(c[0]) for c in fast.commits] == [7, 1]

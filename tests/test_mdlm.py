@@ -24,7 +24,15 @@ DATA = Path(os.environ["BENCH_DATA_DIR"])
 needs_data = pytest.mark.skipif(not DATA.exists(), reason="BENCH_DATA_DIR absent")
 
 # small enough to train in a few seconds; the quality bars use the default size (test_diffusion_quality.py)
-TINY = {"d_model": 48, "n_layers": 2, "n_heads": 2, "d_ff": 96, "train_steps": 30, "batch_size": 8, "vocab_size": 400}
+TINY = {
+    "d_model": 48,
+    "n_layers": 2,
+    "n_heads": 2,
+    "d_ff": 96,
+    "train_steps": 30,
+    "batch_size": 8,
+    "vocab_size": 400,
+}
 
 
 def load(name: str) -> TaskSpec:
@@ -43,19 +51,11 @@ def test_bpe_round_trips_any_text_and_is_deterministic() -> None:
     assert BPETokenizer.from_json(json.loads(json.dumps(a.to_json()))).encode(texts[0]) == a.encode(texts[0])
 
 
-def test_left_padding_does_not_change_a_rows_logits() -> None:
-    torch.manual_seed(0)
-    m = MaskedDiffusionTransformer(ModelConfig(vocab_size=50, max_len=16, d_model=16, n_layers=2, n_heads=2, d_ff=32)).eval()
-    x = torch.tensor([[5, 6, 7, 8]])
-    padded = torch.tensor([[0, 0, 5, 6, 7, 8]])
-    mask = torch.tensor([[False, False, True, True, True, True]])
-    with torch.no_grad():
-        assert torch.allclose(m(x)[0], m(padded, mask)[0, 2:], atol=1e-5)
-
-
 def test_prefix_cache_reproduces_the_full_pass_for_the_suffix() -> None:
     torch.manual_seed(0)
-    m = MaskedDiffusionTransformer(ModelConfig(vocab_size=50, max_len=16, d_model=16, n_layers=3, n_heads=2, d_ff=32)).eval()
+    m = MaskedDiffusionTransformer(
+        ModelConfig(vocab_size=50, max_len=16, d_model=16, n_layers=3, n_heads=2, d_ff=32)
+    ).eval()
     x = torch.randint(3, 50, (2, 12))
     am = torch.ones_like(x, dtype=torch.bool)
     am[1, :3] = False
@@ -65,7 +65,9 @@ def test_prefix_cache_reproduces_the_full_pass_for_the_suffix() -> None:
 
 
 @needs_data
-@pytest.mark.parametrize("task", ["multiwoz/hotel", "truthfulqa", "self_instruct", "superni/task1192_food_flavor_profile"])
+@pytest.mark.parametrize(
+    "task", ["multiwoz/hotel", "truthfulqa", "self_instruct", "superni/task1192_food_flavor_profile"]
+)
 def test_skeleton_of_a_record_rebuilds_the_record(task: str) -> None:
     spec = load(task)
     tok = train_bpe([json.dumps(r) for r in spec.references], 500)
@@ -74,7 +76,9 @@ def test_skeleton_of_a_record_rebuilds_the_record(task: str) -> None:
         tree = plan.of_record(r)
         text = "".join(s if isinstance(s, str) else "\0" for s in segments(tree))
         assert text.count("\0") == len(leaves(tree))
-        rebuilt, repairs = build_record(tree, [lf.value_text or "" for lf in leaves(tree)], plan, random.Random(0))
+        rebuilt, repairs = build_record(
+            tree, [lf.value_text or "" for lf in leaves(tree)], plan, random.Random(0)
+        )
         assert rebuilt == r and not repairs
 
 
@@ -88,8 +92,17 @@ def test_training_is_cached_by_data_config_and_seed(tmp_path: Path) -> None:
     assert b.loaded_from_cache and b.identity() == a.identity()
     for pa, pb in zip(a.model.parameters(), b.model.parameters(), strict=True):
         assert torch.equal(pa, pb)
-    req = [GenerationRequest.chat("Write a JSON record.", SamplingParams(temperature=1.0), 4, i) for i in range(3)]
+    req = [
+        GenerationRequest.chat("Write a JSON record.", SamplingParams(temperature=1.0), 4, i)
+        for i in range(3)
+    ]
     assert [c.text for c in a.generate(req)] == [c.text for c in b.generate(req)]
+    # a row's output does not depend on the other prompts of its batch (prompts right-aligned to a
+    # fixed column, per-row noise), which the call cache relies on
+    longer = GenerationRequest.chat(
+        "Generate one train record with many fields as JSON.", req[0].params, 4, 7
+    )
+    assert a.generate([longer, req[1]])[1].text == a.generate([req[1]])[0].text
     other = EmbeddedMDLMBackend.cache_key(spec, a.params, seed=1)
     assert other != EmbeddedMDLMBackend.cache_key(spec, a.params, seed=0)
     assert len(list((tmp_path / "mdlm").iterdir())) == 1
@@ -98,7 +111,9 @@ def test_training_is_cached_by_data_config_and_seed(tmp_path: Path) -> None:
 @needs_data
 def test_generation_accounting_and_knobs(tmp_path: Path) -> None:
     spec = load("multiwoz/train")
-    be = EmbeddedMDLMBackend.from_spec({"params": TINY}, SimpleNamespace(cache_dir=tmp_path, task=spec, seed=0))
+    be = EmbeddedMDLMBackend.from_spec(
+        {"params": TINY}, SimpleNamespace(cache_dir=tmp_path, task=spec, seed=0)
+    )
     fixed = SamplingParams(temperature=0.5, extra=(("steps", 6),))
     comps = be.generate([GenerationRequest.chat("Fields: day", fixed, 0, i) for i in range(4)])
     assert all(c.nfe == 6 and c.tokens_in > 0 for c in comps)
@@ -111,12 +126,16 @@ def test_generation_accounting_and_knobs(tmp_path: Path) -> None:
         be.generate([GenerationRequest.chat("x", too_few, 0, 0)])
     with pytest.raises(BenchError, match="unknown diffusion knob"):
         be.generate([GenerationRequest.chat("x", SamplingParams(extra=(("stepz", 3),)), 0, 0)])
-    (bound, n), = be.nll([json.dumps(spec.references[0])], n_mc=4)
+    ((bound, n),) = be.nll([json.dumps(spec.references[0])], n_mc=4)
     assert n == be.response_length and bound > 0
 
 
 def test_per_task_model_needs_a_task(tmp_path: Path) -> None:
     with pytest.raises(BenchError, match="per_task"):
-        EmbeddedMDLMBackend.from_spec({"params": TINY}, SimpleNamespace(cache_dir=tmp_path, task=None, seed=0))
+        EmbeddedMDLMBackend.from_spec(
+            {"params": TINY}, SimpleNamespace(cache_dir=tmp_path, task=None, seed=0)
+        )
     with pytest.raises(BenchError, match="params"):
-        EmbeddedMDLMBackend.from_spec({"params": {"d_model": -1}}, SimpleNamespace(cache_dir=tmp_path, task=None, seed=0))
+        EmbeddedMDLMBackend.from_spec(
+            {"params": {"d_model": -1}}, SimpleNamespace(cache_dir=tmp_path, task=None, seed=0)
+        )

@@ -58,7 +58,9 @@ def variants(response_length: int) -> list[tuple[str, dict[str, Any], int]]:
     ]
 
 
-def run_variant(backend: Any, spec: TaskSpec, prompt: str, name: str, knobs: dict[str, Any], batch: int, n: int, seed: int) -> DecodingRow:
+def run_variant(
+    backend: Any, spec: TaskSpec, prompt: str, name: str, knobs: dict[str, Any], batch: int, n: int, seed: int
+) -> DecodingRow:
     from metrics.scoring import score_cell
 
     sp = SamplingParams(temperature=backend.params.temperature, extra=tuple(sorted(knobs.items())))
@@ -92,7 +94,10 @@ def run_decoding_benchmark(backend: Any, spec: TaskSpec, n: int = 32, seed: int 
     from systems.skeleton_prompt import default_parts, render_prompt
 
     prompt = render_prompt(default_parts(spec))
-    return [run_variant(backend, spec, prompt, name, k, b, n, seed) for name, k, b in variants(backend.response_length)]
+    return [
+        run_variant(backend, spec, prompt, name, k, b, n, seed)
+        for name, k, b in variants(backend.response_length)
+    ]
 
 
 def threshold_claim(rows: list[DecodingRow]) -> dict[str, float | bool]:
@@ -122,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--task", default="multiwoz/train")
     ap.add_argument("--n", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cache-dir", default=os.environ.get("BENCH_CACHE_DIR", str(Path.home() / ".cache" / "aod-bench")))
+    ap.add_argument(
+        "--cache-dir", default=os.environ.get("BENCH_CACHE_DIR", str(Path.home() / ".cache" / "aod-bench"))
+    )
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args(argv)
@@ -138,11 +145,17 @@ def main(argv: list[str] | None = None) -> int:
     backend = EmbeddedMDLMBackend.from_spec({"params": {}}, env)
     rows = run_decoding_benchmark(backend, spec, args.n, args.seed)
     claim = threshold_claim(rows)
-    print(f"task {args.task}, n={args.n}, response length {backend.response_length}, torch threads {args.threads}")
+    print(
+        f"task {args.task}, n={args.n}, response length {backend.response_length}, torch threads {args.threads}"
+    )
     print(markdown(rows))
-    print(f"threshold decoding: NFE cut {claim['nfe_cut']}x, parse_rate gap {claim['parse_gap']} -> {'holds' if claim['holds'] else 'FAILS'}")
+    print(
+        f"threshold decoding: NFE cut {claim['nfe_cut']}x, parse_rate gap {claim['parse_gap']} -> {'holds' if claim['holds'] else 'FAILS'}"
+    )
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"rows": [asdict(r) for r in rows], "claim": claim}, indent=1))
+        Path(args.json_out).write_text(
+            json.dumps({"rows": [asdict(r) for r in rows], "claim": claim}, indent=1)
+        )
     return 0 if claim["holds"] else 1
 
 

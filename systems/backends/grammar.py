@@ -20,6 +20,7 @@ GBNF; tests walk the same tree to draw random sentences and validate them agains
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,9 @@ class GrammarLimits:
     max_int_digits: int = 12
     max_frac_digits: int = 6
     nonempty_required_strings: bool = True
+    # Printable ASCII without quote, backslash or escapes in free strings: one byte per character, so the
+    # longest sentence in bytes, and with byte-level BPE in tokens, is small and known (see `max_bytes`).
+    ascii_strings: bool = False
 
 
 # ------------------------------------------------------------------------------------------ nodes
@@ -210,10 +214,33 @@ ESCAPE = seq(
     Lit("\\"),
     alt(
         Chars(tuple((ord(c), ord(c)) for c in '"\\/bfnrt')),
-        seq(Lit("u"), alt(seq(Chars(((ord("0"), ord("9")), (ord("a"), ord("c")), (ord("A"), ord("C")), (ord("e"), ord("f")), (ord("E"), ord("F")))), rep(HEX, 3, 3)), seq(Chars(((ord("d"), ord("d")), (ord("D"), ord("D")))), Chars(((ord("0"), ord("7")),)), rep(HEX, 2, 2)))),
+        seq(
+            Lit("u"),
+            alt(
+                seq(
+                    Chars(
+                        (
+                            (ord("0"), ord("9")),
+                            (ord("a"), ord("c")),
+                            (ord("A"), ord("C")),
+                            (ord("e"), ord("f")),
+                            (ord("E"), ord("F")),
+                        )
+                    ),
+                    rep(HEX, 3, 3),
+                ),
+                seq(
+                    Chars(((ord("d"), ord("d")), (ord("D"), ord("D")))),
+                    Chars(((ord("0"), ord("7")),)),
+                    rep(HEX, 2, 2),
+                ),
+            ),
+        ),
     ),
 )
 WS = rep(Lit(" "), 0, 1)
+# ASCII mode: printable ASCII except quote and backslash (no escapes), exactly one byte per character
+ASCII_CHAR = Chars(((0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)))
 
 # Formats the jsonschema format checker verifies and that we can spell exactly (as a subset).
 _TWO = {"month": alt(seq(Lit("0"), NONZERO), seq(Lit("1"), Chars(((ord("0"), ord("2")),))))}
@@ -245,15 +272,41 @@ FORMATS: dict[str, Node] = {
     "date": _DATE,
     "time": _TIME,
     "date-time": seq(_DATE, Lit("T"), _TIME),
-    "uuid": seq(rep(HEX, 8, 8), Lit("-"), rep(HEX, 4, 4), Lit("-"), rep(HEX, 4, 4), Lit("-"), rep(HEX, 4, 4), Lit("-"), rep(HEX, 12, 12)),
-    "email": seq(rep(Chars(((ord("a"), ord("z")), (ord("0"), ord("9")), (ord("."), ord(".")), (ord("_"), ord("_")))), 1, 24), Lit("@"), rep(_LOWER_DIGIT, 1, 24), Lit("."), rep(Chars(((ord("a"), ord("z")),)), 2, 6)),
-    "uri": seq(Lit("https://"), rep(_LOWER_DIGIT, 1, 24), Lit("."), rep(Chars(((ord("a"), ord("z")),)), 2, 6), rep(seq(Lit("/"), rep(_LOWER_DIGIT, 1, 16)), 0, 3)),
+    "uuid": seq(
+        rep(HEX, 8, 8),
+        Lit("-"),
+        rep(HEX, 4, 4),
+        Lit("-"),
+        rep(HEX, 4, 4),
+        Lit("-"),
+        rep(HEX, 4, 4),
+        Lit("-"),
+        rep(HEX, 12, 12),
+    ),
+    "email": seq(
+        rep(
+            Chars(((ord("a"), ord("z")), (ord("0"), ord("9")), (ord("."), ord(".")), (ord("_"), ord("_")))),
+            1,
+            24,
+        ),
+        Lit("@"),
+        rep(_LOWER_DIGIT, 1, 24),
+        Lit("."),
+        rep(Chars(((ord("a"), ord("z")),)), 2, 6),
+    ),
+    "uri": seq(
+        Lit("https://"),
+        rep(_LOWER_DIGIT, 1, 24),
+        Lit("."),
+        rep(Chars(((ord("a"), ord("z")),)), 2, 6),
+        rep(seq(Lit("/"), rep(_LOWER_DIGIT, 1, 16)), 0, 3),
+    ),
 }
 
 # Keywords that only annotate (no effect on validity) or that we honour below.
 _ANNOTATIONS = {
     "$schema", "$id", "$comment", "title", "description", "default", "examples", "deprecated", "readOnly",
-    "writeOnly", "$anchor", "contentMediaType", "contentEncoding", "x-possible-values",
+    "writeOnly", "$anchor", "contentMediaType", "contentEncoding", "x-possible-values", "x-grammar",
 }  # fmt: skip
 _HANDLED = {
     "type", "enum", "const", "properties", "required", "additionalProperties", "items", "prefixItems",
@@ -304,7 +357,7 @@ class _Builder:
 
     def build(self) -> Grammar:
         self.grammar.rules["ws"] = WS
-        self.grammar.rules["char"] = alt(PLAIN_CHAR, ESCAPE)
+        self.grammar.rules["char"] = ASCII_CHAR if self.limits.ascii_strings else alt(PLAIN_CHAR, ESCAPE)
         body = self.value(self.schema, "record", required=True)
         self.grammar.rules = {"root": body, **self.grammar.rules}
         return self.grammar
@@ -394,7 +447,9 @@ class _Builder:
         for key in required:
             if key not in props:
                 if extra is False:
-                    raise UnsupportedSchema(f"required key {key!r} at {where} is forbidden by additionalProperties")
+                    raise UnsupportedSchema(
+                        f"required key {key!r} at {where} is forbidden by additionalProperties"
+                    )
                 props[key] = extra if isinstance(extra, dict) else {}
         min_props = int(schema.get("minProperties", 0))
         if "maxProperties" in schema and int(schema["maxProperties"]) < len(props):
@@ -433,7 +488,10 @@ class _Builder:
     def array(self, schema: JSON, where: str) -> Node:
         if schema.get("uniqueItems"):
             raise UnsupportedSchema(f"uniqueItems at {where} cannot be enforced by a grammar")
-        prefix = [self.value(s, f"{where}/prefixItems/{i}", True) for i, s in enumerate(schema.get("prefixItems") or [])]
+        prefix = [
+            self.value(s, f"{where}/prefixItems/{i}", True)
+            for i, s in enumerate(schema.get("prefixItems") or [])
+        ]
         items = schema.get("items", True)
         lo = int(schema.get("minItems", 0))
         hi_raw = schema.get("maxItems")
@@ -454,7 +512,10 @@ class _Builder:
                 return EMPTY
             if k >= len(prefix):
                 need = max(0, lo - k)
-                return seq(rep(seq(sep, item), need, need) if need else EMPTY, rep(seq(sep, item), 0, hi - k - need) if hi - k - need else EMPTY)
+                return seq(
+                    rep(seq(sep, item), need, need) if need else EMPTY,
+                    rep(seq(sep, item), 0, hi - k - need) if hi - k - need else EMPTY,
+                )
             piece = seq(sep, at(k), tail(k + 1))
             return piece if k < lo else rep(piece, 0, 1)
 
@@ -467,14 +528,18 @@ class _Builder:
         if "pattern" in schema:
             if any(k in schema for k in ("format", "minLength", "maxLength")):
                 raise UnsupportedSchema(f"pattern together with format/minLength/maxLength at {where}")
-            body = RegexToGrammar(schema["pattern"], where, self.limits.max_string_chars).parse()
+            body = RegexToGrammar(
+                schema["pattern"], where, self.limits.max_string_chars, self.limits.ascii_strings
+            ).parse()
             return self.rule(f"{where}-pattern", seq(Lit('"'), body, Lit('"')))
         fmt = schema.get("format")
         if fmt is not None:
             if fmt in FORMATS:
                 return self.rule(f"fmt-{fmt}", seq(Lit('"'), FORMATS[fmt], Lit('"')))
             if _checked_format(fmt):
-                raise UnsupportedSchema(f"format {fmt!r} at {where} is checked by the validator but has no grammar")
+                raise UnsupportedSchema(
+                    f"format {fmt!r} at {where} is checked by the validator but has no grammar"
+                )
         lo = int(schema.get("minLength", 0))
         hi_raw = schema.get("maxLength")
         hi = int(hi_raw) if hi_raw is not None else max(lo, self.limits.max_string_chars)
@@ -491,7 +556,11 @@ class _Builder:
         hi = cap if hi is None else hi
         if lo > hi:
             raise UnsupportedSchema(f"integer at {where}: empty range [{lo}, {hi}]")
-        name = "integer" if (lo, hi) == (-cap, cap) else f"int-{lo}-{hi}".replace("--", "-m").replace("int--", "int-m")
+        name = (
+            "integer"
+            if (lo, hi) == (-cap, cap)
+            else f"int-{lo}-{hi}".replace("--", "-m").replace("int--", "int-m")
+        )
         return self.rule(name, int_range(lo, hi))
 
     def number(self, schema: JSON, where: str) -> Node:
@@ -513,7 +582,10 @@ class _Builder:
         frac_top = hi if capped else hi - 1
         if frac_top < lo:
             return self.rule(f"num-{lo}-{hi}", whole)
-        return self.rule(f"num-{lo}-{hi}", seq(whole, rep(frac, 0, 1)) if capped else alt(whole, seq(int_range(lo, frac_top), frac)))
+        return self.rule(
+            f"num-{lo}-{hi}",
+            seq(whole, rep(frac, 0, 1)) if capped else alt(whole, seq(int_range(lo, frac_top), frac)),
+        )
 
     def any_value(self, where: str) -> Node:
         """An unconstrained value: scalars only (strings, numbers, booleans, null), kept bounded."""
@@ -631,11 +703,21 @@ class RegexToGrammar:
     quote or backslash is written as its JSON escape. Lookarounds and backreferences raise.
     """
 
-    def __init__(self, pattern: str, where: str, cap: int):
+    def __init__(self, pattern: str, where: str, cap: int, ascii_only: bool = False):
+        self.ascii_only = ascii_only
         self.p = pattern
         self.i = 0
         self.where = where
         self.cap = cap
+
+    def negated(self, ranges: tuple[tuple[int, int], ...]) -> Node:
+        """Any JSON-safe character outside `ranges` (printable ASCII only in ASCII mode)."""
+        if self.ascii_only:
+            left = _subtract(list(_ASCII_PRINTABLE), tuple(ranges) + _JSON_UNSAFE)
+            if not left:
+                raise self.fail("a negated class that leaves no printable ASCII character")
+            return Chars(tuple(left))
+        return Chars(tuple(ranges) + _JSON_UNSAFE, negated=True)
 
     def fail(self, what: str) -> UnsupportedSchema:
         return UnsupportedSchema(f"pattern {self.p!r} at {self.where}: {what} is not supported")
@@ -682,7 +764,7 @@ class RegexToGrammar:
         if c == "[":
             return self.char_class()
         if c == ".":
-            return Chars(tuple(_JSON_UNSAFE), negated=True)
+            return self.negated(())
         if c == "\\":
             return self.escape(in_class=False)
         if c in "*+?{":
@@ -707,7 +789,7 @@ class RegexToGrammar:
             ranges = _CLASS_ESCAPES[c.lower()]
             if c.islower():
                 return Chars(ranges)
-            return Chars(tuple(_JSON_UNSAFE) + ranges, negated=True)
+            return self.negated(ranges)
         if c.isdigit() or c in "bBAZ" or c == "":
             raise self.fail(f"the escape \\{c}")
         mapping = {"n": 0x0A, "t": 0x09, "r": 0x0D, "f": 0x0C, "v": 0x0B}
@@ -751,7 +833,7 @@ class RegexToGrammar:
                 hi = ord(h)
             ranges.append((lo, hi))
         if negated:
-            return Chars(tuple(ranges) + _JSON_UNSAFE, negated=True)
+            return self.negated(tuple(ranges))
         safe = _subtract(ranges, _JSON_UNSAFE)
         if not safe:
             raise self.fail("a class of characters that all need JSON escapes")
@@ -816,7 +898,12 @@ def bounded_schema(schema: JSON, limits: GrammarLimits | None = None) -> JSON:
         free = not any(k in out for k in ("enum", "const", "format", "pattern", "$ref"))
         if "string" in kinds and free:
             out.setdefault("maxLength", max(int(out.get("minLength", 0)), limits.max_string_chars))
-            if required and limits.nonempty_required_strings and "minLength" not in out and out["maxLength"] > 0:
+            if (
+                required
+                and limits.nonempty_required_strings
+                and "minLength" not in out
+                and out["maxLength"] > 0
+            ):
                 out["minLength"] = 1
         if "array" in kinds and "maxItems" not in out:
             out["maxItems"] = max(int(out.get("minItems", 0)), limits.max_items)
@@ -831,9 +918,55 @@ def bounded_schema(schema: JSON, limits: GrammarLimits | None = None) -> JSON:
 
 
 # ------------------------------------------------------------------------------------------ API
+GRAMMAR_KEY = "x-grammar"  # schema annotation carrying GrammarLimits fields (validators ignore it)
+
+
+def limits_of(schema: JSON, limits: GrammarLimits | None = None) -> GrammarLimits:
+    """`limits`, overridden by the schema's own `x-grammar` annotation (how systems pass them through)."""
+    base = limits or GrammarLimits()
+    extra = schema.get(GRAMMAR_KEY) if isinstance(schema, dict) else None
+    if not extra:
+        return base
+    known = set(GrammarLimits.__dataclass_fields__)
+    return GrammarLimits(**{**base.__dict__, **{k: v for k, v in extra.items() if k in known}})
+
+
 def build_grammar(schema: JSON, limits: GrammarLimits | None = None) -> Grammar:
     """The grammar tree of a schema (rules by name; `root` first)."""
-    return _Builder(schema, limits or GrammarLimits()).build()
+    return _Builder(schema, limits_of(schema, limits)).build()
+
+
+def max_bytes(grammar: Grammar) -> float:
+    """UTF-8 length of the grammar's longest sentence (inf if unbounded or recursive).
+
+    With a byte-level BPE tokenizer every token covers at least one byte, so `max_bytes + 1` new tokens
+    (the +1 for end of turn) always hold a complete sentence: no output can be cut off.
+    """
+    memo: dict[str, float] = {}
+
+    def size(node: Node, stack: frozenset[str]) -> float:
+        if isinstance(node, Lit):
+            return float(len(node.text.encode("utf-8")))
+        if isinstance(node, Chars):
+            if node.negated:
+                return 4.0
+            return float(max(len(chr(b).encode("utf-8")) for _, b in node.ranges))
+        if isinstance(node, Seq):
+            return sum(size(i, stack) for i in node.items)
+        if isinstance(node, Alt):
+            return max(size(o, stack) for o in node.options)
+        if isinstance(node, Rep):
+            inner = size(node.node, stack)
+            return math.inf if node.hi is None and inner > 0 else inner * (node.hi or 0)
+        if isinstance(node, Ref):
+            if node.name in stack:
+                return math.inf
+            if node.name not in memo:
+                memo[node.name] = size(grammar.rules[node.name], stack | {node.name})
+            return memo[node.name]
+        raise TypeError(node)
+
+    return size(Ref(grammar.root), frozenset())
 
 
 def schema_to_gbnf(schema: JSON, limits: GrammarLimits | None = None) -> str:

@@ -95,7 +95,9 @@ class HFBackend:
         params = dict(spec.get("params") or {})
         model = spec.get("model")
         if not model:
-            raise BackendUnavailable("hf model spec needs 'model' (local dir, hub id, GGUF file or packaged name)")
+            raise BackendUnavailable(
+                "hf model spec needs 'model' (local dir, hub id, GGUF file or packaged name)"
+            )
         quant = params.get("quantization")
         quant = None if quant in (None, "none", "") else str(quant)
         check_quantization(quant)
@@ -105,7 +107,9 @@ class HFBackend:
         dtype = str(params.get("dtype", "auto"))
         if dtype not in DTYPES:
             raise BenchError(f"hf dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-        threads = params.get("threads") or (int(os.environ["BENCH_THREADS"]) if "BENCH_THREADS" in os.environ else None)
+        threads = params.get("threads") or (
+            int(os.environ["BENCH_THREADS"]) if "BENCH_THREADS" in os.environ else None
+        )
         return cls(
             model=source,
             gguf_file=gguf,
@@ -170,7 +174,9 @@ class HFBackend:
                 from transformers import BitsAndBytesConfig
 
                 mkw["quantization_config"] = (
-                    BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float16)
+                    BitsAndBytesConfig(
+                        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float16
+                    )
                     if self.quantization == "4bit"
                     else BitsAndBytesConfig(load_in_8bit=True)
                 )
@@ -192,12 +198,19 @@ class HFBackend:
         if not getattr(tok, "chat_template", None):
             return "\n\n".join(c for _, c in messages)
         try:
-            return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs)
+            return tok.apply_chat_template(
+                msgs, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
+            )
         except Exception as exc:  # jinja2 TemplateError, e.g. Gemma: "System role not supported"
             if "system" not in str(exc).lower() or msgs[0]["role"] != "system":
                 raise
-            merged = [{"role": "user", "content": msgs[0]["content"] + "\n\n" + msgs[1]["content"]}, *msgs[2:]]
-            return tok.apply_chat_template(merged, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs)
+            merged = [
+                {"role": "user", "content": msgs[0]["content"] + "\n\n" + msgs[1]["content"]},
+                *msgs[2:],
+            ]
+            return tok.apply_chat_template(
+                merged, tokenize=False, add_generation_prompt=True, **self.chat_template_kwargs
+            )
 
     # ------------------------------------------------------------------------------- generation
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
@@ -215,11 +228,15 @@ class HFBackend:
         for params, idx in groups.items():
             for start in range(0, len(idx), self.batch_size):
                 chunk = idx[start : start + self.batch_size]
-                for i, comp in zip(chunk, self._generate_batch(model, tok, [requests[i] for i in chunk], params), strict=True):
+                for i, comp in zip(
+                    chunk, self._generate_batch(model, tok, [requests[i] for i in chunk], params), strict=True
+                ):
                     out[i] = comp
         return [c for c in out if c is not None]
 
-    def _generate_batch(self, model: Any, tok: Any, batch: list[GenerationRequest], p: SamplingParams) -> list[Completion]:
+    def _generate_batch(
+        self, model: Any, tok: Any, batch: list[GenerationRequest], p: SamplingParams
+    ) -> list[Completion]:
         import torch
         from transformers import GenerationConfig, LogitsProcessorList
 
@@ -262,7 +279,11 @@ class HFBackend:
                 cut = text.find(s)
                 if cut >= 0:
                     text, finish = text[:cut], "stop"
-            out.append(Completion(text=text, tokens_in=int(n_in), tokens_out=n_out, finish_reason=finish, seconds=seconds))
+            out.append(
+                Completion(
+                    text=text, tokens_in=int(n_in), tokens_out=n_out, finish_reason=finish, seconds=seconds
+                )
+            )
         return out
 
     # ------------------------------------------------------------------------------- scoring
@@ -275,7 +296,9 @@ class HFBackend:
         import torch
 
         model, tok = self.load()
-        window = int(getattr(model.config, "max_position_embeddings", 0) or getattr(model.config, "n_positions", 1024))
+        window = int(
+            getattr(model.config, "max_position_embeddings", 0) or getattr(model.config, "n_positions", 1024)
+        )
         bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
         results = []
         for text in texts:
@@ -329,7 +352,9 @@ class RowSeededSampler:
         if self.top_p < 1.0:
             sorted_scores, order = torch.sort(scores, descending=True, dim=-1)
             cum = torch.softmax(sorted_scores, dim=-1).cumsum(dim=-1)
-            drop = cum - torch.softmax(sorted_scores, dim=-1) >= self.top_p  # keep the smallest head reaching p
+            drop = (
+                cum - torch.softmax(sorted_scores, dim=-1) >= self.top_p
+            )  # keep the smallest head reaching p
             sorted_scores = sorted_scores.masked_fill(drop, -math.inf)
             scores = torch.full_like(scores, -math.inf).scatter(-1, order, sorted_scores)
         noise = torch.stack(

@@ -38,7 +38,9 @@ class LLaDAHFParams(BaseModel):
 
     path: str | None = Field(None, description="local directory of the weights (default: the HF cache)")
     revision: str | None = Field(None, description="model revision (commit) to load")
-    dtype: Literal["float16", "bfloat16", "float32"] = Field("float16", description="weights dtype (paper: fp16)")
+    dtype: Literal["float16", "bfloat16", "float32"] = Field(
+        "float16", description="weights dtype (paper: fp16)"
+    )
     device_map: str | None = Field("auto", description="accelerate device map; None = CPU")
     auto_class: Literal["AutoModel", "AutoModelForMaskedLM"] = Field(
         "AutoModel", description="transformers auto class (LLaDA's auto_map serves its LM under AutoModel)"
@@ -57,7 +59,16 @@ class LLaDAHFParams(BaseModel):
     max_slot_tokens: int = Field(24, ge=1, description="cap on a skeleton slot's token budget")
 
 
-SAMPLER_KEYS = ("steps", "gen_length", "block_length", "remasking", "temperature", "cfg_scale", "threshold", "prefix_cache")
+SAMPLER_KEYS = (
+    "steps",
+    "gen_length",
+    "block_length",
+    "remasking",
+    "temperature",
+    "cfg_scale",
+    "threshold",
+    "prefix_cache",
+)
 
 
 def load_pretrained(model_id: str, params: LLaDAHFParams) -> tuple[Any, Any]:
@@ -207,7 +218,9 @@ class LLaDAHFBackend:
                 prompts = [self.prompt_ids(requests[i].messages) for i in chunk]
                 ids, pmask = left_pad(prompts, self._pad_id())
                 b, p = ids.shape
-                canvas = torch.cat([ids, torch.full((b, cfg.gen_length), self.params.mask_id, dtype=torch.long)], 1)
+                canvas = torch.cat(
+                    [ids, torch.full((b, cfg.gen_length), self.params.mask_id, dtype=torch.long)], 1
+                )
                 attn = torch.cat([pmask, torch.ones((b, cfg.gen_length), dtype=torch.bool)], 1)
                 seeds = [self.row_seed(requests[i].seed, requests[i].sample_index) for i in chunk]
                 res = denoise(
@@ -246,7 +259,10 @@ class LLaDAHFBackend:
         return self._plans[key]
 
     def skeleton_fits(self, segs: Sequence[Any]) -> bool:
-        return len(lay_out(segs, self._encode, self.params.mask_id, self.params.eos_ids[0]).tokens) <= self.params.gen_length
+        return (
+            len(lay_out(segs, self._encode, self.params.mask_id, self.params.eos_ids[0]).tokens)
+            <= self.params.gen_length
+        )
 
     def slot_vocab(self) -> SlotVocab:
         if self._slot_vocab is None:
@@ -268,7 +284,9 @@ class LLaDAHFBackend:
             chunk = rows[c0 : c0 + bs]
             t0 = time.perf_counter()
             prompts = [self.prompt_ids((("user", r.prompt),)) for r in chunk]
-            canvases: list[Canvas] = [lay_out(r.segs, self._encode, self.params.mask_id, self.params.eos_ids[0]) for r in chunk]
+            canvases: list[Canvas] = [
+                lay_out(r.segs, self._encode, self.params.mask_id, self.params.eos_ids[0]) for r in chunk
+            ]
             width = max(len(c.tokens) for c in canvases)
             for c in canvases:
                 c.tokens.extend([self.params.eos_ids[0]] * (width - len(c.tokens)))
@@ -290,13 +308,25 @@ class LLaDAHFBackend:
             secs = (time.perf_counter() - t0) / b
             drop = set(self.params.eos_ids)
             for j, c in enumerate(canvases):
-                texts = read_slots(res.x[j].tolist(), c, p, lambda ids: self.tok.decode(ids, skip_special_tokens=True), drop)
+                texts = read_slots(
+                    res.x[j].tolist(), c, p, lambda ids: self.tok.decode(ids, skip_special_tokens=True), drop
+                )
                 n_slot = sum(len(pos) for _, pos in c.slots)
-                out.append(InfillResult(texts, int(res.row_nfe[j]) if res.row_nfe is not None else res.nfe, len(prompts[j]), n_slot, secs))
+                out.append(
+                    InfillResult(
+                        texts,
+                        int(res.row_nfe[j]) if res.row_nfe is not None else res.nfe,
+                        len(prompts[j]),
+                        n_slot,
+                        secs,
+                    )
+                )
         return out
 
     # ------------------------------------------------------------------ likelihood bound
-    def nll(self, texts: list[str], n_mc: int = 32, seed: int = 0, prompt: str = "") -> list[tuple[float, int]]:
+    def nll(
+        self, texts: list[str], n_mc: int = 32, seed: int = 0, prompt: str = ""
+    ) -> list[tuple[float, int]]:
         """LLaDA's Monte Carlo upper bound on NLL (nats) of each text as a response to `prompt`."""
         p = self.prompt_ids((("user", prompt),))
         return [

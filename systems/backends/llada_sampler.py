@@ -286,13 +286,17 @@ def denoise(
 
 
 def left_pad(
-    prompts: Sequence[Sequence[int]], pad_id: int, device: str | torch.device = "cpu"
+    prompts: Sequence[Sequence[int]],
+    pad_id: int,
+    device: str | torch.device = "cpu",
+    width: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Batch prompts of different lengths: left-pad so every response starts at the same column.
 
-    Returns ids (b, P) and the key-padding mask (True = real token).
+    `width` fixes the padded width (models with absolute positions need the response at a fixed column);
+    default: the longest prompt. Returns ids (b, P) and the key-padding mask (True = real token).
     """
-    width = max(len(p) for p in prompts)
+    width = max(max(len(p) for p in prompts), width or 0)
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device=device)
     mask = torch.zeros((len(prompts), width), dtype=torch.bool, device=device)
     for i, p in enumerate(prompts):
@@ -348,12 +352,14 @@ def mc_nll_bound(
     n_mc: int,
     seed: int,
     batch_size: int = 16,
+    pad_id: int | None = None,
 ) -> tuple[float, int]:
     """Monte Carlo upper bound on -log p(response | prompt) (LLaDA, Eq. for conditional likelihood).
 
     -log p(r|p) <= E_{l ~ U{1..L}} [ (L / l) * sum_{i masked} -log p(r_i | p, r_masked) ], where l of the L
     response tokens are masked uniformly at random. The estimate is a *bound*, not an exact NLL; callers
-    must label perplexities derived from it as such. Returns (estimated bound in nats, L).
+    must label perplexities derived from it as such. Prompt tokens equal to `pad_id` are masked out of
+    attention. Returns (estimated bound in nats, L).
     """
     L = len(response)
     if L == 0:
@@ -375,8 +381,12 @@ def mc_nll_bound(
         xs = seq.unsqueeze(0).repeat(len(chunk), 1)
         for j, (m, _) in enumerate(chunk):
             xs[j, len(p_ids) :][m] = mask_id
+        am = None
+        if pad_id is not None and bool((p_ids == pad_id).any()):
+            am = torch.ones_like(xs, dtype=torch.bool)
+            am[:, : len(p_ids)] = p_ids != pad_id
         with torch.no_grad():
-            logits = model(xs, None)[:, len(p_ids) :]
+            logits = model(xs, am)[:, len(p_ids) :]
             logp = torch.log_softmax(logits.to(torch.float64), dim=-1).cpu()
         for j, (m, ell) in enumerate(chunk):
             lp = logp[j].gather(-1, r_ids.unsqueeze(-1)).squeeze(-1)

@@ -151,10 +151,15 @@ class LlamaCppBackend:
                 kwargs["grammar"] = self._grammar(p.json_schema)
             kwargs.update(dict(p.extra))
             t0 = time.perf_counter()
-            with _MODELS_LOCK:
-                llm.reset()
-                llm.set_seed(seed)
-                resp = llm.create_chat_completion(**kwargs)
+            try:
+                with _MODELS_LOCK:
+                    llm.reset()
+                    llm.set_seed(seed)
+                    resp = llm.create_chat_completion(**kwargs)
+            except ValueError as exc:  # e.g. prompt longer than the context window: a harness failure
+                out.append(Completion(text="", finish_reason="error", error=str(exc),
+                                      seconds=time.perf_counter() - t0))
+                continue
             choice = resp["choices"][0]
             usage = resp.get("usage") or {}
             out.append(

@@ -193,7 +193,9 @@ class OpenAIBackend:
     async def _generate_all(self, bodies: list[tuple[JSON, JSON]]) -> list[Completion]:
         from openai import AsyncOpenAI
 
-        client = AsyncOpenAI(api_key=self._api_key(), base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
+        client = AsyncOpenAI(
+            api_key=self._api_key(), base_url=self.base_url, max_retries=0, timeout=self.timeout_s
+        )
         sem = asyncio.Semaphore(max(1, self.concurrency))
         try:
             tasks = [asyncio.ensure_future(self._call(client, sem, args, extra)) for args, extra in bodies]
@@ -231,11 +233,15 @@ class OpenAIBackend:
                     last = f"connection error ({type(exc.__cause__ or exc).__name__})"
                 except openai.APIStatusError as exc:
                     if exc.status_code in (401, 403):  # the server's text may quote part of the key
-                        last = f"HTTP {exc.status_code}: not authorized (check the key in ${self.api_key_env})"
+                        last = (
+                            f"HTTP {exc.status_code}: not authorized (check the key in ${self.api_key_env})"
+                        )
                     else:
                         last = f"HTTP {exc.status_code}: {_short(exc.message)}"
                     if exc.status_code not in RETRY_STATUS:
-                        raise BackendCallError(f"openai backend, model {self.model}: {last} (not retried)") from None
+                        raise BackendCallError(
+                            f"openai backend, model {self.model}: {last} (not retried)"
+                        ) from None
                     retry_after = _retry_after(exc.response.headers)
                 if attempts > self.max_retries:
                     raise BackendCallError(

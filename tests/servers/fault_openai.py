@@ -64,7 +64,9 @@ class FaultServer:
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 return
 
-            def _send(self, status: int, body: bytes, ctype: str = "application/json", headers: dict | None = None) -> None:
+            def _send(
+                self, status: int, body: bytes, ctype: str = "application/json", headers: dict | None = None
+            ) -> None:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", ctype)
@@ -101,7 +103,9 @@ class FaultServer:
                     model = "?"
                 action = server.next_action(model)
                 if action == "400":
-                    err = {"error": {"message": "invalid request (injected)", "type": "invalid_request_error"}}
+                    err = {
+                        "error": {"message": "invalid request (injected)", "type": "invalid_request_error"}
+                    }
                     self._send(400, json.dumps(err).encode())
                 elif action == "429":
                     err = {"error": {"message": "rate limit reached (injected)", "type": "rate_limit"}}
@@ -132,7 +136,9 @@ class FaultServer:
                 )
                 try:
                     with urllib.request.urlopen(req, timeout=600) as resp:
-                        self._send(resp.status, resp.read(), resp.headers.get("Content-Type", "application/json"))
+                        self._send(
+                            resp.status, resp.read(), resp.headers.get("Content-Type", "application/json")
+                        )
                 except urllib.error.HTTPError as exc:
                     self._send(exc.code, exc.read())
 

@@ -6,4 +6,11 @@ Importing this package imports torch; the registry refers to it lazily.
 from systems.backends.mdlm.backend import EmbeddedMDLMBackend, InfillResult, InfillRow, MDLMParams
 from systems.skeleton_prompt import DiffusionPrompt, render_prompt
 
-__all__ = ["EmbeddedMDLMBackend", "InfillResult", "InfillRow", "MDLMParams", "DiffusionPrompt", "render_prompt"]
+__all__ = [
+    "EmbeddedMDLMBackend",
+    "InfillResult",
+    "InfillRow",
+    "MDLMParams",
+    "DiffusionPrompt",
+    "render_prompt",
+]

@@ -32,7 +32,7 @@ from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, prompt_i
 from systems.skeleton import SkeletonPlan, Slot
 from systems.skeleton_infill import Canvas, InfillResult, InfillRow, SlotVocab, lay_out, read_slots
 
-CODE_VERSION = "mdlm-2"  # bump when training or tokenization changes meaning
+CODE_VERSION = "mdlm-3"  # bump when training or tokenization changes meaning
 
 
 class MDLMParams(BaseModel):
@@ -40,7 +40,9 @@ class MDLMParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    vocab_size: int = Field(1024, ge=300, le=8192, description="BPE vocabulary size (incl. 261 byte/special ids)")
+    vocab_size: int = Field(
+        1024, ge=300, le=8192, description="BPE vocabulary size (incl. 261 byte/special ids)"
+    )
     d_model: int = Field(128, ge=16, description="Transformer width")
     n_layers: int = Field(3, ge=1, description="Transformer layers")
     n_heads: int = Field(4, ge=1, description="Attention heads")
@@ -56,7 +58,9 @@ class MDLMParams(BaseModel):
     steps: int = Field(12, ge=1, description="Default denoising steps T (the paper's T = 12)")
     block_length: int | None = Field(None, ge=1, description="Default semi-AR block length; None = one block")
     remasking: Literal["low_confidence", "random"] = Field("low_confidence", description="Default remasking")
-    temperature: float = Field(0.5, ge=0, description="Default Gumbel temperature (0.5: parse rate and diversity balanced at T = 12)")
+    temperature: float = Field(
+        0.5, ge=0, description="Default Gumbel temperature (0.5: parse rate and diversity balanced at T = 12)"
+    )
     cfg_scale: float = Field(0.0, ge=0, description="Default classifier-free guidance scale (0 = off)")
     threshold: float | None = Field(None, gt=0, lt=1, description="Default Fast-dLLM commit threshold")
     prefix_cache: bool = Field(False, description="Default: reuse prefix keys/values within a block")
@@ -81,7 +85,16 @@ class MDLMParams(BaseModel):
         )
 
 
-SAMPLER_KEYS = ("steps", "gen_length", "block_length", "remasking", "temperature", "cfg_scale", "threshold", "prefix_cache")
+SAMPLER_KEYS = (
+    "steps",
+    "gen_length",
+    "block_length",
+    "remasking",
+    "temperature",
+    "cfg_scale",
+    "threshold",
+    "prefix_cache",
+)
 
 
 def train_key(cfg: TrainConfig) -> JSON:
@@ -92,7 +105,9 @@ def train_key(cfg: TrainConfig) -> JSON:
 def data_fingerprint(spec: TaskSpec) -> str:
     """Hash of what the model is trained on: references, schema, instruction, task name and fingerprint."""
     h = hashlib.sha256()
-    h.update(json.dumps([spec.name, spec.fingerprint, spec.instruction, spec.schema], sort_keys=True).encode())
+    h.update(
+        json.dumps([spec.name, spec.fingerprint, spec.instruction, spec.schema], sort_keys=True).encode()
+    )
     for r in spec.references:
         h.update(json.dumps(r, sort_keys=True, ensure_ascii=False).encode())
     return h.hexdigest()
@@ -142,7 +157,9 @@ class EmbeddedMDLMBackend:
             raise BenchError(f"embedded DLM params: {exc}") from exc
         task: TaskSpec | None = getattr(env, "task", None)
         if task is None:
-            raise BenchError("the embedded diffusion LM is trained per task: its catalog entry needs per_task: true")
+            raise BenchError(
+                "the embedded diffusion LM is trained per task: its catalog entry needs per_task: true"
+            )
         seed = params.seed if params.seed is not None else int(getattr(env, "seed", 0))
         return cls.train_or_load(task, params, Path(env.cache_dir), seed)
 
@@ -157,7 +174,9 @@ class EmbeddedMDLMBackend:
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:24]
 
     @classmethod
-    def train_or_load(cls, task: TaskSpec, params: MDLMParams, cache_dir: Path, seed: int) -> EmbeddedMDLMBackend:
+    def train_or_load(
+        cls, task: TaskSpec, params: MDLMParams, cache_dir: Path, seed: int
+    ) -> EmbeddedMDLMBackend:
         key = cls.cache_key(task, params, seed)
         folder = cache_dir / "mdlm" / key
         cfg = params.train_config()
@@ -167,7 +186,9 @@ class EmbeddedMDLMBackend:
             model = MaskedDiffusionTransformer(ModelConfig(**meta["model_config"]))
             model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
             model.eval()
-            return cls(model, prep, params, data_fingerprint(task), seed, meta["train_seconds"], True, meta["log"])
+            return cls(
+                model, prep, params, data_fingerprint(task), seed, meta["train_seconds"], True, meta["log"]
+            )
         log: list[JSON] = []
         model, prep, seconds = train_model(task, cfg, seed, log)
         folder.parent.mkdir(parents=True, exist_ok=True)
@@ -256,17 +277,22 @@ class EmbeddedMDLMBackend:
         for cfg, idx in groups.items():
             for c0 in range(0, len(idx), bs):
                 chunk = idx[c0 : c0 + bs]
-                prompts = [prompt_ids(self.tok, self._prompt_text(requests[i]), self.params.max_prompt_tokens) for i in chunk]
+                prompts = [
+                    prompt_ids(self.tok, self._prompt_text(requests[i]), self.params.max_prompt_tokens)
+                    for i in chunk
+                ]
                 seeds = [self.row_seed(requests[i].seed, requests[i].sample_index) for i in chunk]
                 for i, comp in zip(chunk, self.generate_ids(prompts, cfg, seeds), strict=True):
                     out[i] = comp
         return [c for c in out if c is not None]
 
     @torch.no_grad()
-    def generate_ids(self, prompts: list[list[int]], cfg: SamplerConfig, seeds: list[int]) -> list[Completion]:
+    def generate_ids(
+        self, prompts: list[list[int]], cfg: SamplerConfig, seeds: list[int]
+    ) -> list[Completion]:
         """One sampler batch; per-row outputs do not depend on the batch (see llada_sampler.denoise)."""
         t0 = time.perf_counter()
-        ids, pmask = left_pad(prompts, self.tok.pad_id)
+        ids, pmask = left_pad(prompts, self.tok.pad_id, width=self.params.max_prompt_tokens)
         b, p = ids.shape
         canvas = torch.cat([ids, torch.full((b, cfg.gen_length), self.tok.mask_id, dtype=torch.long)], dim=1)
         attn = torch.cat([pmask, torch.ones((b, cfg.gen_length), dtype=torch.bool)], dim=1)
@@ -303,7 +329,10 @@ class EmbeddedMDLMBackend:
         return self.plan
 
     def skeleton_fits(self, segs: Sequence[Any]) -> bool:
-        return len(lay_out(segs, self.tok.encode, self.tok.mask_id, self.tok.eos_id).tokens) <= self.response_length
+        return (
+            len(lay_out(segs, self.tok.encode, self.tok.mask_id, self.tok.eos_id).tokens)
+            <= self.response_length
+        )
 
     @torch.no_grad()
     def infill(self, rows: Sequence[InfillRow], **overrides: Any) -> list[InfillResult]:
@@ -316,9 +345,10 @@ class EmbeddedMDLMBackend:
             t0 = time.perf_counter()
             prompts = [prompt_ids(self.tok, r.prompt, self.params.max_prompt_tokens) for r in chunk]
             canvases: list[Canvas] = [
-                lay_out(r.segs, self.tok.encode, self.tok.mask_id, self.tok.eos_id, self.response_length) for r in chunk
+                lay_out(r.segs, self.tok.encode, self.tok.mask_id, self.tok.eos_id, self.response_length)
+                for r in chunk
             ]
-            ids, pmask = left_pad(prompts, self.tok.pad_id)
+            ids, pmask = left_pad(prompts, self.tok.pad_id, width=self.params.max_prompt_tokens)
             b, p = ids.shape
             resp = torch.tensor([c.tokens for c in canvases], dtype=torch.long)
             canvas = torch.cat([ids, resp], dim=1)
@@ -337,24 +367,39 @@ class EmbeddedMDLMBackend:
             )
             secs = (time.perf_counter() - t0) / b
             for j, c in enumerate(canvases):
-                texts = read_slots(res.x[j].tolist(), c, p, self.tok.decode, {self.tok.nul_id, self.tok.eos_id})
+                texts = read_slots(
+                    res.x[j].tolist(), c, p, self.tok.decode, {self.tok.nul_id, self.tok.eos_id}
+                )
                 n_slot = sum(len(pos) for _, pos in c.slots)
-                out.append(InfillResult(texts, int(res.row_nfe[j]) if res.row_nfe is not None else res.nfe, len(prompts[j]), n_slot, secs))
+                out.append(
+                    InfillResult(
+                        texts,
+                        int(res.row_nfe[j]) if res.row_nfe is not None else res.nfe,
+                        len(prompts[j]),
+                        n_slot,
+                        secs,
+                    )
+                )
         return out
 
     # ------------------------------------------------------------------ likelihood bound
     @torch.no_grad()
-    def nll(self, texts: list[str], n_mc: int = 32, seed: int = 0, prompt: str = "") -> list[tuple[float, int]]:
+    def nll(
+        self, texts: list[str], n_mc: int = 32, seed: int = 0, prompt: str = ""
+    ) -> list[tuple[float, int]]:
         """LLaDA's Monte Carlo upper bound on each text's NLL (nats) given `prompt`; (bound, tokens).
 
         A bound, not an exact likelihood: perplexities from it are upper bounds and are labelled so.
         """
         p = prompt_ids(self.tok, prompt, self.params.max_prompt_tokens)
+        p = [self.tok.pad_id] * (self.params.max_prompt_tokens - len(p)) + p  # response at its trained column
         out = []
         for i, t in enumerate(texts):
             r = self.tok.encode(t)[: self.response_length]
             r = r + [self.tok.eos_id] * (self.response_length - len(r))
-            bound, n = mc_nll_bound(self.model, p, r, self.tok.mask_id, n_mc, seed + i)
+            bound, n = mc_nll_bound(
+                self.model, p, r, self.tok.mask_id, n_mc, seed + i, pad_id=self.tok.pad_id
+            )
             out.append((bound, n))
         return out
 

@@ -81,14 +81,12 @@ class MaskedDiffusionTransformer(nn.Module):
         nn.init.normal_(self.pos.weight, std=0.02)
 
     def _positions(self, length: int, attention_mask: torch.Tensor | None) -> torch.Tensor:
-        """Positions count real tokens only, so left padding does not shift them (batch-invariant)."""
-        if attention_mask is None:
-            pos = torch.arange(length).unsqueeze(0)
-        else:
-            pos = (attention_mask.long().cumsum(dim=1) - 1).clamp_min(0)
-        if int(pos.max()) >= self.cfg.max_len:
-            raise ValueError(f"sequence of {int(pos.max()) + 1} tokens exceeds max_len {self.cfg.max_len}")
-        return pos
+        """Column positions. Callers right-align prompts to a fixed width (`max_prompt_tokens`), so the
+        response always starts at the same position whatever the prompt's length; a short (edited)
+        prompt then does not move the response to positions the model never saw it at."""
+        if length > self.cfg.max_len:
+            raise ValueError(f"sequence of {length} tokens exceeds max_len {self.cfg.max_len}")
+        return torch.arange(length).unsqueeze(0)
 
     def _embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return self.tok(x) + self.pos(pos)
@@ -133,7 +131,7 @@ class MaskedDiffusionTransformer(nn.Module):
         prefix_length, layers = cache  # type: ignore[misc]
         total = prefix_length + x_suffix.shape[1]
         pos = self._positions(total, attention_mask)[:, prefix_length:]
-        h = self._embed(x_suffix, pos.expand(x_suffix.shape[0], -1))
+        h = self._embed(x_suffix, pos)
         for blk, past in zip(self.blocks, layers, strict=True):
             h, _ = blk(h, attention_mask, past=past)
         return self._head(h)

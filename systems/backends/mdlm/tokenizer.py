@@ -31,9 +31,7 @@ class BPETokenizer:
         self.vocab: list[bytes | str] = list(SPECIALS) + [bytes([i]) for i in range(256)]
         for a, b in merges:
             self.vocab.append(a + b)
-        self.index: dict[bytes, int] = {
-            v: i for i, v in enumerate(self.vocab) if isinstance(v, bytes)
-        }
+        self.index: dict[bytes, int] = {v: i for i, v in enumerate(self.vocab) if isinstance(v, bytes)}
         self._encode_chunk = lru_cache(maxsize=200_000)(self._encode_chunk_uncached)
 
     # special ids

@@ -85,7 +85,12 @@ def prepare(spec: TaskSpec, cfg: TrainConfig, tok: BPETokenizer | None = None) -
     q95 = nat[min(len(nat) - 1, int(0.95 * len(nat)))]
     skel = []
     for r in spec.references:
-        toks, _ = training_tokens(segments(plan.of_record(r)), [lf.value_text or "" for lf in leaves(plan.of_record(r))], tok.encode, tok.nul_id)
+        toks, _ = training_tokens(
+            segments(plan.of_record(r)),
+            [lf.value_text or "" for lf in leaves(plan.of_record(r))],
+            tok.encode,
+            tok.nul_id,
+        )
         skel.append(len(toks) + 1)
     skel.sort()
     s95 = skel[min(len(skel) - 1, int(0.95 * len(skel)))]
@@ -189,6 +194,12 @@ def _train(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if log is not None and (step % 100 == 0 or step == cfg.steps - 1):
-            log.append({"step": step, "loss": round(float(loss.detach()), 4), "seconds": round(time.perf_counter() - t0, 1)})
+            log.append(
+                {
+                    "step": step,
+                    "loss": round(float(loss.detach()), 4),
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
+            )
     model.eval()
     return model, prep, time.perf_counter() - t0
