@@ -13,7 +13,12 @@ Without explicit test paths on the command line only the bench items run; with p
 
 from __future__ import annotations
 
-import math
+import os
+
+# Before torch or llama.cpp load: idle OpenMP threads sleep instead of spinning (see bench/cli).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import math  # noqa: E402
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

@@ -205,6 +205,7 @@ def build_plan(suite: Any, profile_name: str | None = None) -> Plan:
                     "grammar": "json_schema",
                     "max_string_chars": lim.max_string_chars,
                     "max_items": lim.max_items,
+                    "ascii_strings": lim.ascii_strings,
                 }
             calls = per_cell_calls.get(role) * cells if per_cell_calls and role in per_cell_calls else None
             tin = tout = tmax = None

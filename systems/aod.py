@@ -166,12 +166,11 @@ class AoDSystem(PromptOptimizationSystem):
     def after_final(self, final: GenerationResult, spec: TaskSpec, seed: int, ctx: RunContext) -> Usage:
         if not self.params.judge_final:
             return Usage()
-        from systems.optimizers.aod import AoDOptimizer
         from systems.optimizers.judge import Judge
 
         p = self.params
         agent = Agent(ctx, "judge", seed, role_temperature(ctx, "judge", p.judge_temperature), 6)
-        judge = Judge(agent, AoDOptimizer(self.optimizer().config).questions(spec))
+        judge = Judge(agent, self.optimizer().questions(spec))  # type: ignore[attr-defined]
         for sample, verdict in zip(final.samples, judge.judge(final.samples), strict=True):
             sample.meta["judge"] = verdict.verdicts
             sample.meta["judge_unanswered"] = sum(a is None for a in verdict.answers)

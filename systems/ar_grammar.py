@@ -4,33 +4,61 @@ This is the structured-output anchor users compare against (outlines, XGrammar, 
 backend may only emit JSON texts valid under the schema, so `schema_valid` measures the grammar engine
 rather than the model, and diversity / memorization show what constrained decoding costs.
 
-The schema sent to the backend is `bounded_schema(spec.schema)`: a subset of the task's language in which
-every string, array and integer is bounded, so no output can run past the token budget. On the llama.cpp
-backend it becomes a GBNF grammar; on an OpenAI-compatible server it is sent as `response_format`.
+Why a token budget and not only a grammar: a grammar that allows long strings lets a small model ramble
+(SmolLM2 once filled a string with emoji, four bytes each) until `max_tokens` cuts the JSON off. So the
+schema sent to the backend is `bounded_schema(spec.schema)` with printable-ASCII strings (one byte per
+character), and the string cap is the largest one whose longest possible record fits the budget: with a
+byte-level BPE tokenizer every token covers at least one byte, so `max_bytes + 1` tokens always hold a
+complete record and no output can be truncated. The limits travel inside the schema (`x-grammar`), so the
+llama.cpp backend and the call cache see them; an OpenAI-compatible server gets the same bounded schema.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from pydantic import Field
 
-from bench.hashing import stable_hash
-from bench.types import GenerationResult, RunContext, SamplingParams, TaskSpec
+from bench.hashing import canonical_json, stable_hash
+from bench.types import JSON, GenerationResult, RunContext, SamplingParams, TaskSpec
 from systems.ar import ARParams, ARSystem, validate_params
-from systems.backends.grammar import GrammarLimits, bounded_schema, schema_to_gbnf
+from systems.backends.grammar import GRAMMAR_KEY, GrammarLimits, bounded_schema, build_grammar, max_bytes
 
 
 class ARGrammarParams(ARParams):
     """`ar` settings plus the bounds that keep every grammar sentence inside the token budget."""
 
-    max_tokens: int = Field(
-        512, ge=1, description="maximum new tokens per record (room for the bounded record)"
-    )
-    max_string_chars: int = Field(
-        160, ge=1, description="maxLength given to strings the schema leaves unbounded"
-    )
-    max_items: int = Field(6, ge=0, description="maxItems given to arrays the schema leaves unbounded")
+    max_tokens: int = Field(1024, ge=16, description="token budget per record; string caps shrink to fit it")
+    max_string_chars: int = Field(160, ge=1, description="largest maxLength given to unbounded strings")
+    max_items: int = Field(6, ge=0, description="maxItems given to unbounded arrays")
+    ascii_strings: bool = Field(True, description="free strings in printable ASCII (one byte per char)")
+
+
+@lru_cache(maxsize=256)
+def _fit(
+    schema_json: str, max_chars: int, max_items: int, ascii_strings: bool, budget: int
+) -> tuple[int, int, float]:
+    """(string cap, item cap, longest record in bytes): the largest caps whose records fit `budget`."""
+    import json
+
+    schema = json.loads(schema_json)
+
+    def size(chars: int, items: int) -> float:
+        lim = GrammarLimits(max_string_chars=chars, max_items=items, ascii_strings=ascii_strings)
+        return max_bytes(build_grammar(bounded_schema(schema, lim), lim))
+
+    items = max_items
+    while True:
+        lo, hi = 1, max_chars
+        if size(1, items) + 1 <= budget:
+            while lo < hi:  # largest cap in [1, max_chars] that fits
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if size(mid, items) + 1 <= budget else (lo, mid - 1)
+            return lo, items, size(lo, items)
+        if items <= 1:
+            return 1, items, size(1, items)  # cannot fit: the budget is too small for this schema
+        items = max(1, items // 2)
 
 
 class ARGrammarSystem(ARSystem):
@@ -39,23 +67,40 @@ class ARGrammarSystem(ARSystem):
     def __init__(self, params: dict | None = None):
         self.params: ARGrammarParams = validate_params(ARGrammarParams, params or {}, "ar-grammar")  # type: ignore[assignment]
 
-    def limits(self) -> GrammarLimits:
-        return GrammarLimits(max_string_chars=self.params.max_string_chars, max_items=self.params.max_items)
+    def limits(self, spec: TaskSpec | None = None) -> GrammarLimits:
+        """The caps for this task: the configured ones, shrunk until a record fits `max_tokens`."""
+        p = self.params
+        chars, items = p.max_string_chars, p.max_items
+        if spec is not None:
+            chars, items, _ = _fit(canonical_json(spec.schema), chars, items, p.ascii_strings, p.max_tokens)
+        return GrammarLimits(max_string_chars=chars, max_items=items, ascii_strings=p.ascii_strings)
+
+    def constrained_schema(self, spec: TaskSpec) -> JSON:
+        lim = self.limits(spec)
+        schema = bounded_schema(spec.schema, lim)
+        schema[GRAMMAR_KEY] = {"ascii_strings": lim.ascii_strings, "max_items": lim.max_items}
+        return schema
 
     def sampling(self, spec: TaskSpec, preset: dict | None = None) -> SamplingParams:
-        return replace(super().sampling(spec, preset), json_schema=bounded_schema(spec.schema, self.limits()))
+        schema = self.constrained_schema(spec)
+        longest = max_bytes(build_grammar(schema))
+        base = super().sampling(spec, preset)
+        budget = int(min(base.max_tokens, longest + 1)) if longest != float("inf") else base.max_tokens
+        return replace(base, json_schema=schema, max_tokens=budget)
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
-        schema = bounded_schema(spec.schema, self.limits())
-        gbnf = schema_to_gbnf(schema, self.limits())  # fails early, naming any unsupported keyword
+        schema = self.constrained_schema(spec)  # fails early, naming any unsupported keyword
+        grammar = build_grammar(schema)
         result = super().generate(spec, n, seed, ctx)
+        longest = max_bytes(grammar)
         result.trace.append(
             {
                 "event": "grammar",
-                "limits": self.limits().__dict__,
-                "bounded_schema_sha": stable_hash(schema, 16),
-                "gbnf_sha": stable_hash(gbnf, 16),
-                "gbnf_rules": gbnf.count("::="),
+                "limits": self.limits(spec).__dict__,
+                "longest_record_bytes": longest,
+                "fits_budget": longest + 1 <= self.params.max_tokens,
+                "schema_sha": stable_hash(schema, 16),
+                "gbnf_rules": len(grammar.rules),
             }
         )
         return result

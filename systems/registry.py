@@ -3,13 +3,23 @@
 from bench.registry import BACKENDS, SYSTEMS
 
 # ---- systems: name -> class taking (params: dict) and implementing bench.types.System
-SYSTEMS.register("ar", "systems.ar:ARSystem", summary="direct AR generation: instruction + schema + k few-shot references")
 SYSTEMS.register(
-    "ar-grammar", "systems.ar_grammar:ARGrammarSystem", summary="ours: AR decoding constrained by a grammar compiled from the JSON Schema"
+    "ar", "systems.ar:ARSystem", summary="direct AR generation: instruction + schema + k few-shot references"
 )
-SYSTEMS.register("llada", "systems.llada:LLaDASystem", summary="frozen masked-diffusion LM, LLaDA sampling, natural-language prompt")
 SYSTEMS.register(
-    "llada-skeleton", "systems.llada:LLaDASkeletonSystem", summary="ours: the DLM fills only the value slots of the schema's JSON skeleton"
+    "ar-grammar",
+    "systems.ar_grammar:ARGrammarSystem",
+    summary="ours: AR decoding constrained by a grammar compiled from the JSON Schema",
+)
+SYSTEMS.register(
+    "llada",
+    "systems.llada:LLaDASystem",
+    summary="frozen masked-diffusion LM, LLaDA sampling, natural-language prompt",
+)
+SYSTEMS.register(
+    "llada-skeleton",
+    "systems.llada:LLaDASkeletonSystem",
+    summary="ours: the DLM fills only the value slots of the schema's JSON skeleton",
 )
 SYSTEMS.register("file", "systems.file:FileSystem", summary="reads generations produced elsewhere")
 
@@ -20,3 +30,30 @@ BACKENDS.register("openai", "systems.backends.openai_api:OpenAIBackend")
 BACKENDS.register("llada", "systems.backends.llada_hf:LLaDAHFBackend")
 BACKENDS.register("mdlm", "systems.backends.mdlm:EmbeddedMDLMBackend")
 BACKENDS.register("sentence_transformers", "systems.backends.sentence_embedder:SentenceEmbedder")
+
+# ---- prompt optimizers steering a frozen generator (same generator-call budget for all)
+SYSTEMS.register(
+    "aod",
+    "systems.aod:AoDSystem",
+    summary="Agents of Diffusion: optimizer + judge agents steer a frozen DLM with verbal feedback; clipped REINFORCE over edit kinds",
+)
+SYSTEMS.register(
+    "aod-static",
+    "systems.aod:AoDStaticSystem",
+    summary="AoD ablation: the optimizer's first proposal as a static prompt (no RL)",
+)
+SYSTEMS.register(
+    "aod-scalar",
+    "systems.aod:AoDScalarSystem",
+    summary="AoD ablation: the optimizer sees the scalar reward instead of verbal feedback",
+)
+SYSTEMS.register(
+    "promptbreeder",
+    "systems.aod:PromptBreederSystem",
+    summary="PromptBreeder steering the same frozen generator with the same generator-call budget",
+)
+SYSTEMS.register(
+    "evoprompt",
+    "systems.aod:EvoPromptSystem",
+    summary="EvoPrompt (GA) steering the same frozen generator with the same generator-call budget",
+)

@@ -104,7 +104,7 @@ def training_parts(
     if rng.random() < 0.7:
         parts.fields = top_fields(spec)
     leaves = [(p, v) for p, v in leaf_items(target) if v is not None and len(hint_text(v)) <= max_hint_chars]
-    n_hints = rng.choice((0, 1, 1, 2, 2, 3))
+    n_hints = rng.choice((0, 1, 1, 2, 2, 3, 3))
     for p, v in rng.sample(leaves, min(n_hints, len(leaves))):
         parts.hints.append((p, hint_text(v)))
     if rng.random() < 0.15 and len(spec.references) > 1:

@@ -142,6 +142,32 @@ def _sub(schema, path):  # the (sub)schema at a leaf path, good enough to tell e
     return node
 
 
+def test_ascii_mode_sentences_are_valid_ascii_and_within_max_bytes():
+    from systems.backends.grammar import max_bytes
+
+    limits = GrammarLimits(max_string_chars=20, max_items=3, ascii_strings=True)
+    for name, schema in [("demo", DEMO_SCHEMA), *task_schemas()[:6]]:
+        bounded = {**bounded_schema(schema, limits), "x-grammar": {"ascii_strings": True}}
+        bound = max_bytes(build_grammar(bounded))
+        assert bound < 3000, name
+        for text in sentences(bounded, 40):
+            assert text.isascii() and len(text.encode()) <= bound, (name, text)
+            assert validator_for(schema).is_valid(parse_strict(text)), (name, text)
+
+
+def test_max_bytes_is_the_longest_sentence():
+    from systems.backends.grammar import max_bytes
+
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "maxLength": 3}, "b": {"enum": ["xy", "é"]}},
+        "required": ["a", "b"],
+    }
+    assert max_bytes(build_grammar(schema)) == len('{"a": "' + "\\u0041" * 3 + '", "b": "xy"}')
+    ascii_schema = {**schema, "x-grammar": {"ascii_strings": True}}
+    assert max_bytes(build_grammar(ascii_schema)) == len('{"a": "abc", "b": "xy"}')
+
+
 def test_demo_schema_formats_patterns_and_bounds():
     records = assert_all_valid(DEMO_SCHEMA, n=100)
     assert all(re.fullmatch(r"[A-Z0-9]{2}[0-9]{1,4}", r["flight_number"]) for r in records)

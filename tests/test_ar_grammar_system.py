@@ -18,7 +18,7 @@ SUITE = """\
 name: ar-grammar-families
 profile: embedded
 seeds: [0]
-samples: 2
+samples: 1
 tasks:
   - {name: demo/booking, n_references: 12, n_holdout: 8}
   - {name: multiwoz/hotel, n_references: 12, n_holdout: 8}
@@ -50,7 +50,24 @@ def test_requests_carry_the_bounded_schema_and_the_presets_decoding():
     schema = req.params.json_schema
     assert schema["properties"]["a"] == {"type": "string", "maxLength": 9, "minLength": 1}
     assert schema["properties"]["b"]["maxItems"] == 2
-    assert (req.params.temperature, req.params.top_k, req.params.max_tokens) == (0.2, 40, 512)
+    assert schema["x-grammar"]["ascii_strings"] is True
+    # the longest record: {"a": 9 chars, "b": [2 x 9 chars]} in compact JSON with optional spaces
+    longest = len('{"a": "123456789", "b": ["123456789", "123456789"]}')
+    assert (req.params.temperature, req.params.top_k, req.params.max_tokens) == (0.2, 40, longest + 1)
+
+
+def test_string_caps_shrink_until_every_task_record_fits_the_budget():
+    if not DATA_DIR.is_dir():
+        pytest.skip(f"data dir {DATA_DIR} absent")
+    from bench.tasks.loading import list_tasks, load_task
+    from systems.backends.grammar import build_grammar, max_bytes
+
+    system = ARGrammarSystem({"max_tokens": 1024})
+    for name in list_tasks(DATA_DIR):
+        spec = load_task(name, n_references=None, n_holdout=None)
+        params = system.sampling(spec)
+        assert max_bytes(build_grammar(params.json_schema)) + 1 == params.max_tokens <= 1024, name
+        assert system.limits(spec).max_string_chars >= 48, name  # still room for real text
 
 
 def test_an_unsupported_schema_fails_the_cell_with_the_keyword_named():
@@ -65,14 +82,11 @@ def test_schema_valid_is_one_on_every_task_family(tmp_path, monkeypatch):
     if not DATA_DIR.is_dir():
         pytest.skip(f"data dir {DATA_DIR} absent")
     pytest.importorskip("llama_cpp")
-    from bench.registry import SYSTEMS
     from bench.runner import RunOptions, run_suite
     from bench.store import RunStore
     from systems.backends import llama_cpp as llama_backend
     from systems.backends.grammar import llama_grammar
 
-    if "ar-grammar" not in SYSTEMS:  # until systems/registry.py lists it
-        SYSTEMS.register("ar-grammar", "systems.ar_grammar:ARGrammarSystem")
     if "from_json_schema" in Path(llama_backend.__file__).read_text():
         # until llama_cpp.py compiles schemas with our converter (same language, ~5x faster sampling)
         monkeypatch.setattr(

@@ -38,16 +38,6 @@ def faults(llama_server):
         yield server
 
 
-def ensure_registered() -> None:
-    """Until systems/registry.py lists them (the lead's file), register the names this suite uses."""
-    from bench.registry import BACKENDS, SYSTEMS
-
-    if "openai" not in BACKENDS:
-        BACKENDS.register("openai", "systems.backends.openai_api:OpenAIBackend")
-    if "ar-grammar" not in SYSTEMS:
-        SYSTEMS.register("ar-grammar", "systems.ar_grammar:ARGrammarSystem")
-
-
 def backend(base_url: str, **params) -> OpenAIBackend:
     spec = {
         "backend": "openai",
@@ -172,7 +162,6 @@ def test_suite_runs_ar_through_the_server_and_only_the_faulty_cell_fails(llama_s
     from bench.runner import RunOptions, run_suite
     from bench.store import RunStore
 
-    ensure_registered()
     faults.set_plan([], then="500")
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE.format(alias=ALIAS, good=llama_server.base_url, bad=faults.base_url))

@@ -83,6 +83,7 @@ def test_skeleton_of_a_record_rebuilds_the_record(task: str) -> None:
 
 
 @needs_data
+@pytest.mark.slow  # ~17 s idle, up to a minute on a loaded 2-core box
 def test_training_is_cached_by_data_config_and_seed(tmp_path: Path) -> None:
     spec = load("multiwoz/train")
     env = SimpleNamespace(cache_dir=tmp_path, task=spec, seed=0)

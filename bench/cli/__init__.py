@@ -6,11 +6,17 @@ heavy things only inside `func`, so `bench --help` and `bench list` stay fast.
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import sys
+import os
 
-from bench.errors import BenchError
+# OpenMP worker threads (torch, llama.cpp) spin while idle by default; on a small shared CPU that starves
+# every other thread. Set before any runtime loads; a user's explicit setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import sys  # noqa: E402
+
+from bench.errors import BenchError  # noqa: E402
 
 COMMAND_MODULES = (
     "run",

@@ -168,9 +168,12 @@ class OpenAIBackend:
             except UnsupportedSchema:
                 args["response_format"] = {"type": "json_object", "schema": schema}
                 return
+        from systems.backends.grammar import GRAMMAR_KEY
+
+        plain = {k: v for k, v in schema.items() if k != GRAMMAR_KEY}  # our annotation stays local
         args["response_format"] = {
             "type": "json_schema",
-            "json_schema": {"name": "record", "schema": schema, "strict": False},
+            "json_schema": {"name": "record", "schema": plain, "strict": False},
         }
 
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:

@@ -38,9 +38,8 @@ from systems.optimizers.edits import (
     PromptEdit,
     applicable_kinds,
     apply_edit,
-    check_edit,
+    edit_from_reply,
     hint_fields,
-    parse_edit,
     template_edit,
 )
 from systems.optimizers.evaluator import Evaluation, NaturalLanguageEvaluator
@@ -176,23 +175,11 @@ class AoDOptimizer:
             return template_edit(kind, prompt, spec, rng, misses, schema_problem), info
         index = rng.randrange(len(prompt.notes)) if kind == "replace_note" and prompt.notes else -1
         reply = agent.ask(self.request(kind, spec, best, history, index, original), system=OPTIMIZER_SYSTEM)
-        info["agent_reply"] = reply
-        edit = parse_edit(kind, reply, spec, prompt, index)
-        reason = (
-            "reply had no usable edit" if edit is None else check_edit(edit, prompt, spec, bounds, original)
+        edit, more = edit_from_reply(
+            kind, reply, spec, prompt, index, rng, misses, schema_problem, bounds, original
         )
-        if reason is None:
-            info["edit_source"] = "agent"
-            return edit, info
-        info["edit_source"] = "fallback"
-        info["fallback_reason"] = reason
-        for _ in range(8):
-            edit = template_edit(kind, prompt, spec, rng, misses, schema_problem)
-            if check_edit(edit, prompt, spec, bounds, original) is None:
-                return edit, info
-        info["edit_source"] = "none"
-        info["fallback_reason"] = f"{reason}; no template edit of kind {kind} fits the bounds"
-        return None, info
+        info.update(more)
+        return edit, info
 
     # ------------------------------------------------------------------ the loop
     def optimize(

@@ -191,15 +191,21 @@ class ARPromptGenerator:
     def generate(
         self, spec: TaskSpec, prompt: DiffusionPrompt, n: int, seed: int, ctx: RunContext
     ) -> GenerationResult:
-        from dataclasses import replace
+        return self.system.generate(ar_spec(spec, prompt), n, seed, ctx)
 
-        lines = [prompt.instruction.strip()] if prompt.instruction.strip() else []
-        lines += [note.strip() for note in prompt.notes if note.strip()]
-        if prompt.hints:
-            lines.append("Use these values: " + "; ".join(f"{k} = {v}" for k, v in prompt.hints))
-        # a shallow copy with another instruction; `holdout` is passed along untouched, never read
-        edited = replace(spec, instruction="\n".join(lines))
-        return self.system.generate(edited, n, seed, ctx)
+
+def ar_spec(spec: TaskSpec, prompt: DiffusionPrompt) -> TaskSpec:
+    """The task with the prompt's instruction, notes and hints as its instruction (for `ar`).
+
+    A shallow copy: `holdout` is passed along untouched, never read.
+    """
+    from dataclasses import replace
+
+    lines = [prompt.instruction.strip()] if prompt.instruction.strip() else []
+    lines += [note.strip() for note in prompt.notes if note.strip()]
+    if prompt.hints:
+        lines.append("Use these values: " + "; ".join(f"{k} = {v}" for k, v in prompt.hints))
+    return replace(spec, instruction="\n".join(lines))
 
 
 GENERATORS = {"llada": DiffusionPromptGenerator, "ar": ARPromptGenerator}

@@ -118,6 +118,8 @@ def check_edit(
             return f"note shorter than {bounds.min_note_words} words"
         if edit.text in prompt.notes:
             return "note already present"
+        if edit.text.endswith(":"):
+            return "note is a header, not an instruction"
         if edit.kind == "replace_note" and not 0 <= edit.index < len(prompt.notes):
             return "no such note"
         if edit.kind == "add_note" and len(prompt.notes) >= bounds.max_notes:
@@ -291,3 +293,38 @@ def template_edit(
     ]
     options = [o for o in options if o != prompt.instruction] or options
     return PromptEdit("rewrite_instruction", text=rng.choice(options))
+
+
+def edit_from_reply(
+    kind: str,
+    reply: str,
+    spec: TaskSpec,
+    prompt: DiffusionPrompt,
+    index: int,
+    rng: random.Random,
+    judge_misses: list[str],
+    schema_problem: str | None,
+    bounds: EditBounds,
+    original: str,
+) -> tuple[PromptEdit | None, JSON]:
+    """The optimizer's reply as a checked edit, or a template edit when the reply is unusable.
+
+    Returns the edit (None only when not even a template edit of `kind` fits the bounds) and what
+    happened, for the trace: `agent_reply`, `edit_source` ("agent" / "fallback" / "none") and, for a
+    fallback, `fallback_reason`.
+    """
+    info: JSON = {"agent_reply": reply}
+    edit = parse_edit(kind, reply, spec, prompt, index)
+    reason = "reply had no usable edit" if edit is None else check_edit(edit, prompt, spec, bounds, original)
+    if edit is not None and reason is None:
+        info["edit_source"] = "agent"
+        return edit, info
+    info["edit_source"] = "fallback"
+    info["fallback_reason"] = reason
+    for _ in range(8):
+        candidate = template_edit(kind, prompt, spec, rng, judge_misses, schema_problem)
+        if check_edit(candidate, prompt, spec, bounds, original) is None:
+            return candidate, info
+    info["edit_source"] = "none"
+    info["fallback_reason"] = f"{reason}; no template edit of kind {kind} fits the bounds"
+    return None, info

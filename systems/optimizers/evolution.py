@@ -20,6 +20,11 @@ from systems.optimizers.evaluator import Evaluation, NaturalLanguageEvaluator
 from systems.optimizers.reward import reward, subrewards
 from systems.skeleton_prompt import DiffusionPrompt
 
+_LABEL = re.compile(
+    r"^(?:instruction mutant|instruction|final prompt|new prompt|prompt|task|output)\s*:\s*", re.I
+)
+#: Lines about the procedure rather than an instruction ("Cross-over from Step 1 to Step 2:").
+_META = re.compile(r":$|\bstep \d|\bprompt \d|cross-?over|\bmutat", re.I)
 _CHATTER = re.compile(
     r"^(sure|okay|ok|here|i |i'm|i am|as an ai|certainly|of course|cheers|thank|note)", re.I
 )
@@ -66,11 +71,10 @@ def read_instruction(
     tagged = re.search(r"<prompt>(.*?)(?:</prompt>|$)", reply, re.S | re.I)
     text = tagged.group(1) if tagged else reply
     lines = [clean_line(x) for x in text.splitlines()]
-    lines = [
-        re.sub(r"^(?:instruction mutant|instruction|prompt|new prompt|output)\s*:\s*", "", ln, flags=re.I)
-        for ln in lines
+    lines = [_LABEL.sub("", ln) for ln in lines]
+    candidates = [
+        ln for ln in lines if ln and not _CHATTER.match(ln) and not _META.search(ln) and "{" not in ln
     ]
-    candidates = [ln for ln in lines if ln and not _CHATTER.match(ln) and "{" not in ln]
     if not candidates:
         return None, "reply had no instruction line"
     best = candidates[0]

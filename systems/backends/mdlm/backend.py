@@ -32,7 +32,7 @@ from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, prompt_i
 from systems.skeleton import SkeletonPlan, Slot
 from systems.skeleton_infill import Canvas, InfillResult, InfillRow, SlotVocab, lay_out, read_slots
 
-CODE_VERSION = "mdlm-3"  # bump when training or tokenization changes meaning
+CODE_VERSION = "mdlm-4"  # bump when training or tokenization changes meaning
 
 
 class MDLMParams(BaseModel):
@@ -50,6 +50,7 @@ class MDLMParams(BaseModel):
     max_prompt_tokens: int = Field(48, ge=4, description="Prompt window; longer prompts keep their tail")
     max_response_tokens: int = Field(160, ge=8, description="Cap on the response window")
     max_slot_tokens: int = Field(24, ge=1, description="Cap on one skeleton slot's token budget")
+    copy_head: bool = Field(True, description="pointer-generator copy head over prompt tokens (steerability)")
     skeleton_fraction: float = Field(0.4, ge=0, le=1, description="Share of training examples in slot form")
     train_steps: int = Field(600, ge=1, description="Optimizer steps (fixed, so training is deterministic)")
     batch_size: int = Field(32, ge=1, description="Training batch size")
@@ -78,6 +79,7 @@ class MDLMParams(BaseModel):
             max_response_tokens=self.max_response_tokens,
             max_slot_tokens=self.max_slot_tokens,
             skeleton_fraction=self.skeleton_fraction,
+            copy_head=self.copy_head,
             steps=self.train_steps,
             batch_size=self.batch_size,
             lr=self.lr,

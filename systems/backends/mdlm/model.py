@@ -7,6 +7,7 @@ implements the Fast-dLLM prefix cache (`forward_with_cache` / `forward_suffix`) 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -25,6 +26,8 @@ class ModelConfig:
     n_heads: int = 4
     d_ff: int = 384
     dropout: float = 0.0
+    prompt_width: int = 0
+    """Columns 0..prompt_width-1 hold the (right-aligned) prompt; > 0 enables the copy head."""
 
     def to_json(self) -> dict[str, int | float]:
         return asdict(self)
@@ -77,6 +80,11 @@ class MaskedDiffusionTransformer(nn.Module):
         self.pos = nn.Embedding(cfg.max_len, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
+        if cfg.prompt_width > 0:
+            # pointer-generator copy head: a response position may copy a prompt token (hint values)
+            self.copy_q = nn.Linear(cfg.d_model, cfg.d_model)
+            self.copy_k = nn.Linear(cfg.d_model, cfg.d_model)
+            self.copy_gate = nn.Linear(cfg.d_model, 1)
         nn.init.normal_(self.tok.weight, std=0.02)
         nn.init.normal_(self.pos.weight, std=0.02)
 
@@ -91,22 +99,53 @@ class MaskedDiffusionTransformer(nn.Module):
     def _embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return self.tok(x) + self.pos(pos)
 
-    def _head(self, h: torch.Tensor) -> torch.Tensor:
-        return self.ln_f(h) @ self.tok.weight.T
+    def _head(self, h: torch.Tensor, prompt: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Vocabulary logits; with the copy head, log of a mixture of vocabulary and copy distributions.
+
+        `prompt` = (prompt hidden states (b, P, d), prompt ids (b, P), prompt key mask (b, P)). Copying
+        makes following a `field: value` hint a one-step lookup that a small model learns in minutes; a
+        pure vocabulary head has to route the value through every layer and did not learn it in budget.
+        The result is normalised log-probabilities, so softmax / cross-entropy treat it like logits.
+        """
+        hn = self.ln_f(h)
+        logits = hn @ self.tok.weight.T
+        if prompt is None or self.cfg.prompt_width == 0:
+            return logits
+        ph, pids, pmask = prompt
+        q = self.copy_q(hn)
+        k = self.copy_k(self.ln_f(ph))
+        scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
+        scores = scores.masked_fill(~pmask[:, None, :], -torch.inf)
+        attn = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+        p_copy = torch.zeros_like(logits).scatter_add_(-1, pids[:, None, :].expand(-1, h.shape[1], -1), attn)
+        gate = torch.sigmoid(self.copy_gate(hn))
+        mix = (1 - gate) * torch.softmax(logits, dim=-1) + gate * p_copy
+        return torch.log(mix.clamp_min(1e-12))
+
+    def _prompt_of(self, x: torch.Tensor, h: torch.Tensor, attention_mask: torch.Tensor | None):  # noqa: ANN202
+        w = self.cfg.prompt_width
+        if w == 0 or x.shape[1] < w:
+            return None
+        pids = x[:, :w]
+        pmask = pids >= 5  # real prompt tokens only (pad, mask, eos, nul, sep are ids 0..4)
+        if attention_mask is not None:
+            pmask = pmask & attention_mask[:, :w]
+        return h[:, :w], pids, pmask
 
     def hidden(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Final hidden states (b, L, d); training applies `head` only where tokens are masked."""
+        """Final hidden states (b, L, d)."""
         h = self._embed(x, self._positions(x.shape[1], attention_mask))
         for blk in self.blocks:
             h, _ = blk(h, attention_mask)
         return h
 
-    def head(self, h: torch.Tensor) -> torch.Tensor:
-        return self._head(h)
+    def head(self, h: torch.Tensor, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self._head(h, self._prompt_of(x, h, attention_mask))
 
     def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """x: (b, L) ids; attention_mask: (b, L) True for real tokens. Returns logits (b, L, V)."""
-        return self._head(self.hidden(x, attention_mask))
+        h = self.hidden(x, attention_mask)
+        return self.head(h, x, attention_mask)
 
     @torch.no_grad()
     def forward_with_cache(
@@ -118,7 +157,8 @@ class MaskedDiffusionTransformer(nn.Module):
         for blk in self.blocks:
             h, (k, v) = blk(h, attention_mask)
             cache.append((k[:, :, :prefix_length], v[:, :, :prefix_length]))
-        return self._head(h), (prefix_length, cache)
+        prompt = self._prompt_of(x, h, attention_mask)
+        return self._head(h, prompt), (prefix_length, cache, prompt)
 
     @torch.no_grad()
     def forward_suffix(
@@ -128,10 +168,10 @@ class MaskedDiffusionTransformer(nn.Module):
 
         `attention_mask` covers the whole sequence (prefix + suffix), as in the full pass.
         """
-        prefix_length, layers = cache  # type: ignore[misc]
+        prefix_length, layers, prompt = cache  # type: ignore[misc]
         total = prefix_length + x_suffix.shape[1]
         pos = self._positions(total, attention_mask)[:, prefix_length:]
         h = self._embed(x_suffix, pos)
         for blk, past in zip(self.blocks, layers, strict=True):
             h, _ = blk(h, attention_mask, past=past)
-        return self._head(h)
+        return self._head(h, prompt)

@@ -49,6 +49,7 @@ class TrainConfig:
     lr: float = 2e-3
     warmup: int = 50
     eps: float = 1e-3
+    copy_head: bool = True
     threads: int | None = field(default=1, compare=False, hash=False)
     """torch threads while training (speed only; not part of the cache key)."""
 
@@ -167,6 +168,7 @@ def _train(
     mcfg = ModelConfig(
         vocab_size=prep.tok.vocab_size,
         max_len=cfg.max_prompt_tokens + prep.response_length,
+        prompt_width=cfg.max_prompt_tokens if cfg.copy_head else 0,
         d_model=cfg.d_model,
         n_layers=cfg.n_layers,
         n_heads=cfg.n_heads,
@@ -184,7 +186,7 @@ def _train(
         t = (1 - cfg.eps) * torch.rand((ids.shape[0], 1), generator=gen) + cfg.eps
         masked = maskable & (torch.rand(ids.shape, generator=gen) < t)
         noisy = torch.where(masked, torch.full_like(ids, prep.tok.mask_id), ids)
-        logits = model.head(model.hidden(noisy, attn)[masked])
+        logits = model(noisy, attn)[masked]
         ce = F.cross_entropy(logits, ids[masked], reduction="none")
         weights = (1.0 / t.expand_as(ids))[masked]
         denom = maskable.sum(dim=1, keepdim=True).clamp_min(1).expand_as(ids)[masked].float()

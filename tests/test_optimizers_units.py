@@ -1,0 +1,304 @@
+"""The optimizers' model-free parts: judge parsing, edit parsing/bounds/fallback, policy, reward,
+evaluation view, evaluator sentences. Each checked against hand-written inputs or hand computations."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from bench.tasks import load_task
+from bench.types import Sample, TaskSpec
+from systems.optimizers.base import Budget, evaluation_view
+from systems.optimizers.edits import (
+    EditBounds,
+    PromptEdit,
+    applicable_kinds,
+    apply_edit,
+    check_edit,
+    edit_from_reply,
+    hint_fields,
+    parse_edit,
+    template_edit,
+)
+from systems.optimizers.evaluator import NaturalLanguageEvaluator
+from systems.optimizers.evolution import Unit, read_instruction
+from systems.optimizers.evoprompt import roulette, template_crossover
+from systems.optimizers.judge import parse_yes_no
+from systems.optimizers.policy import EditPolicy
+from systems.optimizers.reward import WEIGHTS, reward, subrewards
+from systems.skeleton_prompt import DiffusionPrompt
+
+
+@pytest.fixture(scope="module")
+def booking() -> TaskSpec:
+    return load_task("demo/booking", n_references=16, n_holdout=16)
+
+
+# ------------------------------------------------------------------------------------------- judge
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Yes", True),
+        ("yes.", True),
+        ("No, the arrival", False),
+        ("NO", False),
+        ("The answer is yes, the cities differ.", True),
+        ("No. Yes would be wrong.", False),
+        ("It is not plausible.", False),
+        ("That isn't a real name", False),
+        ("Correct, it matches.", True),
+        ("I'm not sure about that.", None),
+        ("I don't know", None),
+        ("", None),
+        ("   \n ", None),
+        ('{"departure_city": "Paris"}', None),
+        ("Nobody knows; yesterday", None),  # 'no'/'yes' only as whole words
+    ],
+)
+def test_judge_parser_reads_hand_written_replies(text: str, expected: bool | None) -> None:
+    assert parse_yes_no(text) is expected
+
+
+# ------------------------------------------------------------------------------------------- edits
+def test_parse_edit_reads_prefixed_and_bare_replies(booking: TaskSpec) -> None:
+    p = DiffusionPrompt(instruction=booking.instruction)
+    e = parse_edit("add_note", "Sure!\nNOTE: Use a different city for arrival.", booking, p)
+    assert e == PromptEdit("add_note", text="Use a different city for arrival.")
+    e = parse_edit("add_note", "- Always give the price in euros.", booking, p)
+    assert e is not None and e.text == "Always give the price in euros."
+    h = parse_edit("set_hint", "HINT: Cabin = Business", booking, p)
+    assert h == PromptEdit("set_hint", field="cabin", value="business")  # enum value snapped to its spelling
+    h = parse_edit("set_hint", "I choose departure city: Lisbon.", booking, p)
+    assert h is None  # 'I choose departure city' is not a field name
+    h = parse_edit("set_hint", "departure city: Lisbon.", booking, p)
+    assert h == PromptEdit("set_hint", field="departure_city", value="Lisbon")
+    assert parse_edit("set_hint", "HINT: cabin = spaceship", booking, p) is None  # not in the enum
+    i = parse_edit(
+        "rewrite_instruction", "INSTRUCTION: Write one realistic flight booking as JSON.", booking, p
+    )
+    assert i == PromptEdit("rewrite_instruction", text="Write one realistic flight booking as JSON.")
+
+
+def test_bounds_reject_long_notes_unknown_fields_and_extreme_instructions(booking: TaskSpec) -> None:
+    b = EditBounds()
+    p = DiffusionPrompt(instruction=booking.instruction, notes=["a b c"], hints=[("cabin", "economy")])
+    orig = booking.instruction
+    assert check_edit(PromptEdit("add_note", text="word " * 50), p, booking, b, orig)
+    assert check_edit(PromptEdit("add_note", text="hi"), p, booking, b, orig)
+    assert check_edit(PromptEdit("add_note", text="a b c"), p, booking, b, orig) == "note already present"
+    assert check_edit(PromptEdit("set_hint", field="colour", value="red"), p, booking, b, orig)
+    assert (
+        check_edit(
+            PromptEdit("set_hint", field="lead_passenger.first_name", value="Ana"), p, booking, b, orig
+        )
+        is None
+    )
+    assert check_edit(PromptEdit("rewrite_instruction", text="x " * 400), p, booking, b, orig)
+    assert check_edit(PromptEdit("remove_hint", index=3), p, booking, b, orig) == "no such hint"
+    assert (
+        check_edit(PromptEdit("replace_note", text="Use new names please", index=0), p, booking, b, orig)
+        is None
+    )
+
+
+def test_apply_edit_is_pure_and_replaces_a_fields_hint(booking: TaskSpec) -> None:
+    p = DiffusionPrompt(instruction="x", hints=[("cabin", "economy")])
+    q = apply_edit(p, PromptEdit("set_hint", field="cabin", value="first"))
+    assert q.hints == [("cabin", "first")] and p.hints == [("cabin", "economy")]
+    r = apply_edit(q, PromptEdit("remove_hint", index=0))
+    assert r.hints == [] and q.hints == [("cabin", "first")]
+    assert applicable_kinds(r, EditBounds()) == ["add_note", "set_hint", "rewrite_instruction"]
+    assert "remove_hint" in applicable_kinds(q, EditBounds())
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "",
+        "Sure! Here is the JSON you asked for:",
+        '```python\nresponse.json()\n```\n{"cabin": "economy"}',
+        "No, I will not repeat the example.",
+        "HINT: colour = red",
+        "word " * 200,
+    ],
+)
+@pytest.mark.parametrize("kind", ["add_note", "set_hint", "rewrite_instruction", "replace_note"])
+def test_junk_optimizer_reply_falls_back_to_a_valid_template_edit(
+    booking: TaskSpec, reply: str, kind: str
+) -> None:
+    p = DiffusionPrompt(instruction=booking.instruction, notes=["Keep values short and real."])
+    b = EditBounds()
+    edit, info = edit_from_reply(
+        kind, reply, booking, p, 0, random.Random(0), ["Is it?"], None, b, booking.instruction
+    )
+    assert edit is not None
+    assert check_edit(edit, p, booking, b, booking.instruction) is None
+    if info["edit_source"] == "fallback":
+        assert info["fallback_reason"]
+    else:  # only a reply that is itself a usable edit may pass as the agent's
+        assert info["edit_source"] == "agent" and kind in ("add_note", "replace_note", "rewrite_instruction")
+        assert edit.text in reply
+    assert edit.kind == kind or (kind == "replace_note" and edit.kind == "replace_note")
+
+
+def test_template_edits_are_seeded(booking: TaskSpec) -> None:
+    p = DiffusionPrompt(instruction=booking.instruction)
+    a = [
+        template_edit(k, p, booking, random.Random(3), [], None)
+        for k in ("add_note", "set_hint", "rewrite_instruction")
+    ]
+    b = [
+        template_edit(k, p, booking, random.Random(3), [], None)
+        for k in ("add_note", "set_hint", "rewrite_instruction")
+    ]
+    assert a == b
+    fields = hint_fields(booking)
+    assert "lead_passenger.last_name" in fields and fields["cabin"] == [
+        "economy",
+        "premium_economy",
+        "business",
+        "first",
+    ]
+
+
+# ------------------------------------------------------------------------------------------ policy
+def test_policy_update_follows_the_clipped_surrogate_gradient() -> None:
+    kinds = ("a", "b", "c")
+    pol = EditPolicy(kinds, lr=0.5, clip=0.2, epochs=1)
+    info = pol.update("a", 0.3, p_old=1 / 3)
+    # one unclipped step from uniform logits: d/dtheta_k = rho * A * (1[k=a] - 1/3), rho = 1
+    assert pol.logits["a"] == pytest.approx(0.5 * 0.3 * (2 / 3))
+    assert pol.logits["b"] == pytest.approx(0.5 * 0.3 * (-1 / 3))
+    assert not info["clipped"] and info["advantage"] == pytest.approx(0.3)
+    # a huge advantage with many epochs stops once the ratio leaves [1 - eps, 1 + eps]
+    pol2 = EditPolicy(kinds, lr=0.1, clip=0.2, epochs=50)
+    info2 = pol2.update("b", 1.0, p_old=1 / 3)
+    ratio = pol2.probs()["b"] / (1 / 3)
+    assert info2["clipped"] and 1.2 < ratio < 1.3  # stopped one small step past the clip boundary
+    pol3 = EditPolicy(kinds, lr=0.1, clip=0.2, epochs=500)
+    pol3.update("b", 1.0, p_old=1 / 3)
+    assert pol3.logits == pol2.logits  # more epochs cannot push further once clipped
+    # a negative advantage (after the baseline) lowers the action's probability
+    pol4 = EditPolicy(kinds)
+    pol4.update("a", 0.5, 1 / 3)
+    before = pol4.probs()["c"]
+    pol4.update("c", -0.5, before)
+    assert pol4.probs()["c"] < before
+
+
+def test_policy_sampling_is_seeded_and_respects_the_mask() -> None:
+    pol = EditPolicy(("a", "b", "c"))
+    draws = [pol.sample(random.Random(7), ["a", "c"])[0] for _ in range(5)]
+    assert draws == [pol.sample(random.Random(7), ["a", "c"])[0] for _ in range(5)]
+    rng = random.Random(1)
+    assert {pol.sample(rng, ["a", "c"])[0] for _ in range(50)} == {"a", "c"}
+
+
+# ------------------------------------------------------------------------------------------ reward
+def test_reward_is_the_weighted_mean_of_subrewards() -> None:
+    values = {
+        "tsr": 0.5,
+        "schema_valid": 1.0,
+        "diversity": 0.8,
+        "novelty": 0.6,
+        "similarity": 0.9,
+        "field_overlap": 0.25,
+    }
+    parts = subrewards(values, judge_yes=0.5)
+    assert parts["originality"] == pytest.approx(0.75)
+    expected = sum(WEIGHTS[k] * parts[k] for k in parts) / sum(WEIGHTS.values())
+    assert reward(parts) == pytest.approx(expected)
+    nothing = subrewards({k: math.nan for k in values}, None)  # nothing parsed: 0, never NaN
+    assert reward(nothing) == 0.0 and "judge" not in nothing
+
+
+# --------------------------------------------------------------------------- evaluation view, budget
+def test_evaluation_view_uses_references_only_and_is_fixed(booking: TaskSpec) -> None:
+    v1, v2 = evaluation_view(booking), evaluation_view(booking)
+    assert v1.references == booking.references
+    assert v1.holdout == v2.holdout and len(v1.holdout) == 4
+    assert all(r in booking.references for r in v1.holdout)
+    assert not any(r in booking.holdout for r in v1.holdout if r not in booking.references)
+
+
+def test_budget_refuses_a_budget_below_one_batch() -> None:
+    assert Budget(12, 4).evaluations == 3
+    with pytest.raises(Exception, match="cannot pay"):
+        Budget(3, 4)
+
+
+# --------------------------------------------------------------------------------------- evaluator
+def test_evaluator_sentences_follow_the_metrics(booking: TaskSpec) -> None:
+    ref = booking.references[0]
+    import json
+
+    samples = [
+        Sample(0, json.dumps(ref)),  # exact copy of a reference
+        Sample(1, json.dumps({**ref, "arrival_city": "Oslo", "price": 99.5})),
+        Sample(2, '{"departure_city": "Rome"'),  # truncated
+        Sample(3, "no json here"),
+    ]
+    ev = NaturalLanguageEvaluator(with_similarity=False, with_perplexity=False).evaluate(
+        samples, evaluation_view(booking), None
+    )
+    text = " ".join(ev.sentences)
+    assert ev.values["parse_rate"] == 0.5
+    assert "Only 2 of 4 outputs were parseable JSON objects" in text
+    assert "1 outputs were exact copies of reference records." in text
+    assert "copied from the reference records" in text  # field overlap is high
+    assert "similarity" not in text  # not computed without the embedder
+
+
+# ------------------------------------------------------------------------------------- baselines
+def test_instruction_reader_prefers_tags_and_skips_procedure_lines() -> None:
+    orig = "Generate one flight booking as JSON with all fields filled in."
+    assert read_instruction("<prompt>Write one new flight booking as a JSON object.</prompt>", orig)[0] == (
+        "Write one new flight booking as a JSON object."
+    )
+    got, _ = read_instruction(
+        "1. Cross-over from Step 1 to Step 2:\nTask: Create a realistic booking record in JSON.", orig
+    )
+    assert got == "Create a realistic booking record in JSON."
+    assert read_instruction('Sure!\n{"a": 1}', orig)[0] is None
+
+
+def test_template_crossover_and_roulette() -> None:
+    assert template_crossover("A one. A two.", "B one. B two. B three.") == "A one. B two. B three."
+    pop = [Unit("x", fitness=0.0), Unit("y", fitness=1.0)]
+    picks = [roulette(pop, random.Random(s))[0].instruction for s in range(200)]
+    assert picks.count("y") > 190  # fitness-proportionate: the zero-fitness unit is almost never first
+    assert len(roulette(pop, random.Random(0))) == 2
+
+
+# ---------------------------------------------------------------------------- what the agent reads
+def test_verbal_agent_reads_sentences_and_scalar_agent_reads_only_the_number(booking: TaskSpec) -> None:
+    from systems.optimizers.aod import AoDConfig, AoDOptimizer, Assessment
+    from systems.optimizers.evaluator import Evaluation
+
+    prompt = DiffusionPrompt(instruction=booking.instruction, notes=["Keep values short and real."])
+    sentences = ["Only 1 of 4 outputs were parseable JSON objects.", "The outputs are repetitive."]
+    best = Assessment(prompt, Evaluation({}, sentences), [], {"tsr": 0.25}, 0.4321, sentences, [])
+    verbal = AoDOptimizer(AoDConfig(feedback="verbal")).request(
+        "add_note", booking, best, ["x: kept"], -1, booking.instruction
+    )
+    scalar = AoDOptimizer(AoDConfig(feedback="scalar")).request(
+        "set_hint", booking, best, [], -1, booking.instruction
+    )
+    assert all(s in verbal for s in sentences) and "0.432" not in verbal and "NOTE:" in verbal
+    assert "0.432" in scalar and not any(s in scalar for s in sentences) and "HINT:" in scalar
+    assert "Keep values short and real." in verbal  # the current prompt is shown
+
+
+def test_ar_generator_puts_notes_and_hints_into_the_ar_prompt(booking: TaskSpec) -> None:
+    from systems.ar import ARSystem
+    from systems.optimizers.base import ar_spec
+
+    prompt = DiffusionPrompt(
+        instruction="Write a booking.", notes=["Use new cities."], hints=[("cabin", "first")]
+    )
+    requests, _ = ARSystem({"k_shots": 1}).build_requests(ar_spec(booking, prompt), 2, 0)
+    text = requests[0].messages[-1][1]
+    assert text.startswith("Write a booking.\nUse new cities.\nUse these values: cabin = first")
+    assert '"departure_city"' in text  # the schema and a few-shot reference are still ar's own
