@@ -89,8 +89,11 @@ def run_variant(
     )
 
 
-def run_decoding_benchmark(backend: Any, spec: TaskSpec, n: int = 32, seed: int = 0) -> list[DecodingRow]:
-    """All variants on one model; prompts are the `llada` system's default prompt (no few-shot)."""
+def run_decoding_benchmark(
+    backend: Any, spec: TaskSpec, n: int = 32, seed: int = 0, only: tuple[str, ...] = ()
+) -> list[DecodingRow]:
+    """All variants (or those whose name ends with one of `only`) on one model; prompts are the
+    `llada` system's default prompt (no few-shot)."""
     from systems.skeleton_prompt import default_parts, render_prompt
 
     prompt = render_prompt(default_parts(spec))

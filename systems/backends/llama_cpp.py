@@ -9,7 +9,6 @@ then gives the same text whatever ran before it in the process.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import threading
 import time
@@ -123,11 +122,12 @@ class LlamaCppBackend:
 
     # ---------------------------------------------------------------- generation
     def _grammar(self, schema: JSON) -> Any:
+        """Our JSON Schema -> GBNF compiler (bounded strings, so a record always fits max_tokens)."""
         key = stable_hash(schema)
         if key not in self._grammars:
-            from llama_cpp import LlamaGrammar
+            from systems.backends.grammar import llama_grammar
 
-            self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+            self._grammars[key] = llama_grammar(schema)
         return self._grammars[key]
 
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
@@ -179,7 +179,9 @@ class LlamaCppBackend:
         llm = _load_llama(self.path, self.n_ctx, True, self.n_threads)
         results = []
         for text in texts:
-            tokens = llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+            # SmolLM2's GGUF sets add_bos_token false; prepend BOS ourselves so every token of the text
+            # is scored given BOS, the same convention as the HF backend.
+            tokens = [llm.token_bos()] + llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
             tokens = tokens[: self.n_ctx]
             if len(tokens) < 2:
                 results.append((0.0, 0))

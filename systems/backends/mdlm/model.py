@@ -99,7 +99,9 @@ class MaskedDiffusionTransformer(nn.Module):
     def _embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return self.tok(x) + self.pos(pos)
 
-    def _head(self, h: torch.Tensor, prompt: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    def _head(
+        self, h: torch.Tensor, prompt: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+    ) -> torch.Tensor:
         """Vocabulary logits; with the copy head, log of a mixture of vocabulary and copy distributions.
 
         `prompt` = (prompt hidden states (b, P, d), prompt ids (b, P), prompt key mask (b, P)). Copying
@@ -139,7 +141,9 @@ class MaskedDiffusionTransformer(nn.Module):
             h, _ = blk(h, attention_mask)
         return h
 
-    def head(self, h: torch.Tensor, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def head(
+        self, h: torch.Tensor, x: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         return self._head(h, self._prompt_of(x, h, attention_mask))
 
     def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
