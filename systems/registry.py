@@ -27,7 +27,7 @@ SYSTEMS.register("file", "systems.file:FileSystem", summary="reads generations p
 BACKENDS.register("llama_cpp", "systems.backends.llama_cpp:LlamaCppBackend")
 BACKENDS.register("hf", "systems.backends.hf:HFBackend")
 BACKENDS.register("openai", "systems.backends.openai_api:OpenAIBackend")
-BACKENDS.register("llada", "systems.backends.llada_hf:LLaDAHFBackend")
+BACKENDS.register("llada_hf", "systems.backends.llada_hf:LLaDAHFBackend")
 BACKENDS.register("mdlm", "systems.backends.mdlm:EmbeddedMDLMBackend")
 BACKENDS.register("sentence_transformers", "systems.backends.sentence_embedder:SentenceEmbedder")
 

@@ -97,10 +97,8 @@ def run_decoding_benchmark(
     from systems.skeleton_prompt import default_parts, render_prompt
 
     prompt = render_prompt(default_parts(spec))
-    return [
-        run_variant(backend, spec, prompt, name, k, b, n, seed)
-        for name, k, b in variants(backend.response_length)
-    ]
+    chosen = [v for v in variants(backend.response_length) if not only or v[0].endswith(only)]
+    return [run_variant(backend, spec, prompt, name, k, b, n, seed) for name, k, b in chosen]
 
 
 def threshold_claim(rows: list[DecodingRow]) -> dict[str, float | bool]:
