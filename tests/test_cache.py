@@ -36,8 +36,13 @@ class CountingBackend:
 
     def generate(self, requests):
         self.calls += len(requests)
-        return [Completion(text=r.messages[-1][1][::-1] + str(r.seed), error="boom" if "fail" in r.messages[-1][1] else None)
-                for r in requests]
+        return [
+            Completion(
+                text=r.messages[-1][1][::-1] + str(r.seed),
+                error="boom" if "fail" in r.messages[-1][1] else None,
+            )
+            for r in requests
+        ]
 
 
 def test_cached_backend_hits_and_never_caches_errors(tmp_path):

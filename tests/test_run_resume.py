@@ -39,7 +39,9 @@ def suite_file(tmp_path: Path) -> Path:
 
 
 def cell_files(run_dir: Path, name: str) -> dict[str, str]:
-    return {str(p.parent.relative_to(run_dir)): p.read_text() for p in sorted(run_dir.glob(f"cells/*/*/*/{name}"))}
+    return {
+        str(p.parent.relative_to(run_dir)): p.read_text() for p in sorted(run_dir.glob(f"cells/*/*/*/{name}"))
+    }
 
 
 def test_same_seed_same_bytes_other_seed_other_samples(suite_file, tmp_path):
@@ -55,11 +57,28 @@ def test_same_seed_same_bytes_other_seed_other_samples(suite_file, tmp_path):
 
 def test_sigkill_then_resume_matches_uninterrupted(suite_file, tmp_path):
     cache = str(tmp_path / "cache")
-    ref = run_suite(suite_file, opts=RunOptions(out=str(tmp_path / "ref"), workers=0, use_cache=False,
-                                                progress=False, cache_dir=cache))
+    ref = run_suite(
+        suite_file,
+        opts=RunOptions(
+            out=str(tmp_path / "ref"), workers=0, use_cache=False, progress=False, cache_dir=cache
+        ),
+    )
     run_dir = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "bench.cli", "run", str(suite_file), "--out", str(run_dir), "--no-cache",
-           "--no-progress", "--workers", "1", "--cache-dir", cache]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.cli",
+        "run",
+        str(suite_file),
+        "--out",
+        str(run_dir),
+        "--no-cache",
+        "--no-progress",
+        "--workers",
+        "1",
+        "--cache-dir",
+        cache,
+    ]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and not list(run_dir.glob("cells/*/*/*/metrics.json")):
@@ -70,16 +89,21 @@ def test_sigkill_then_resume_matches_uninterrupted(suite_file, tmp_path):
     assert 1 <= len(finished) < 3, "the kill should land after the first cell and before the last"
     before = cell_files(run_dir, "cell.json")
 
-    resumed = run_suite(suite_file, opts=RunOptions(resume=str(run_dir), workers=0, use_cache=False,
-                                                    progress=False, cache_dir=cache))
+    resumed = run_suite(
+        suite_file,
+        opts=RunOptions(resume=str(run_dir), workers=0, use_cache=False, progress=False, cache_dir=cache),
+    )
     assert resumed.skipped == len(finished)
     after = cell_files(run_dir, "cell.json")
     for cell in finished:  # finished cells were not re-run: their records are untouched
         assert after[cell] == before[cell]
     assert cell_files(run_dir, "samples.jsonl") == cell_files(ref.run_dir, "samples.jsonl")
+
     def strip(d):
-        return {k: {m: v for m, v in json.loads(t).items() if m not in ("seconds", "records_per_s")}
-                for k, t in d.items()}
+        return {
+            k: {m: v for m, v in json.loads(t).items() if m not in ("seconds", "records_per_s")}
+            for k, t in d.items()
+        }
 
     assert strip(cell_files(run_dir, "metrics.json")) == strip(cell_files(ref.run_dir, "metrics.json"))
     manifest = RunStore(run_dir).read_manifest()

@@ -39,10 +39,12 @@ def write_generations(gen_dir: Path, seeds: list[int]) -> None:
     d = gen_dir / "demo__booking"
     d.mkdir(parents=True, exist_ok=True)
     for seed in seeds:
-        rows = [{"record": dict(spec.holdout[seed])},            # valid, unseen
-                {"text": "```json\n" + json.dumps(spec.holdout[seed + 2]) + "\n```"},  # valid in a fence
-                {"text": '{"broken": '},                          # not JSON
-                {"record": {"unexpected": 1}}]                   # parses, violates the schema
+        rows = [
+            {"record": dict(spec.holdout[seed])},  # valid, unseen
+            {"text": "```json\n" + json.dumps(spec.holdout[seed + 2]) + "\n```"},  # valid in a fence
+            {"text": '{"broken": '},  # not JSON
+            {"record": {"unexpected": 1}},
+        ]  # parses, violates the schema
         (d / f"{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 

@@ -100,7 +100,9 @@ def test_cli_validate_prints_no_traceback(tmp_path, capsys):
 
 def test_cli_validate_subprocess_exit_code(tmp_path):
     p = write(tmp_path, GOOD.replace("seeds: 2", "seeds: -1"))
-    proc = subprocess.run([sys.executable, "-m", "bench.cli", "validate", str(p)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "validate", str(p)], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "'seeds'" in proc.stderr
 

@@ -157,8 +157,11 @@ class LlamaCppBackend:
                     llm.set_seed(seed)
                     resp = llm.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. prompt longer than the context window: a harness failure
-                out.append(Completion(text="", finish_reason="error", error=str(exc),
-                                      seconds=time.perf_counter() - t0))
+                out.append(
+                    Completion(
+                        text="", finish_reason="error", error=str(exc), seconds=time.perf_counter() - t0
+                    )
+                )
                 continue
             choice = resp["choices"][0]
             usage = resp.get("usage") or {}
