@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bench.errors import SuiteError
+from bench.errors import BenchError, SuiteError
 from bench.expect import Expectation, parse_expectation
 from bench.registry import METRICS, SYSTEMS, UnknownNameError, suggest
 
@@ -228,7 +228,11 @@ def _cross_check(sf: SuiteFile) -> None:
     s = sf.suite
     for name, cfg in s.systems.items():
         try:
-            SYSTEMS.get(cfg.type)
+            SYSTEMS.get(cfg.type)(cfg.params)  # constructing a system only validates its params
+        except BenchError as exc:
+            raise SuiteError(
+                f"{sf.where('systems', name, 'params')}: key 'systems.{name}.params': {exc}"
+            ) from None
         except UnknownNameError as exc:
             raise SuiteError(
                 f"{sf.where('systems', name, 'type')}: key 'systems.{name}.type': {exc}"

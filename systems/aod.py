@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bench.errors import BenchError
 from bench.types import GenerationResult, RunContext, TaskSpec, Usage
 from systems.optimizers.base import (
     Agent,
@@ -30,6 +29,7 @@ from systems.optimizers.base import (
     role_temperature,
     template_text,
 )
+from systems.params import validate_params
 
 
 class OptimizerParams(BaseModel):
@@ -79,13 +79,6 @@ class EvolutionParams(OptimizerParams):
     with_perplexity: bool = Field(False, description="evaluator computes perplexity (not in their fitness)")
 
 
-def _validate(model: type[BaseModel], params: dict | None, system: str) -> Any:
-    try:
-        return model(**(params or {}))
-    except Exception as exc:  # pydantic.ValidationError
-        raise BenchError(f"bad params for system {system!r}: {exc}") from exc
-
-
 class PromptOptimizationSystem:
     """Optimize, then generate the cell with the best prompt."""
 
@@ -93,7 +86,7 @@ class PromptOptimizationSystem:
     params_model: type[OptimizerParams] = OptimizerParams
 
     def __init__(self, params: dict | None = None) -> None:
-        self.params = _validate(self.params_model, params, self.name)
+        self.params = validate_params(self.params_model, params, self.name)
         self.generator: PromptGenerator = make_generator(self.params.generator, self.params.generator_params)
 
     def budget(self) -> Budget:

@@ -9,7 +9,6 @@ import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bench.errors import BenchError
 from bench.types import (
     GenerationRequest,
     GenerationResult,
@@ -20,6 +19,7 @@ from bench.types import (
     TaskSpec,
     Usage,
 )
+from systems.params import validate_params
 from systems.prompting import PromptParts, choose_examples, sample_rng
 
 
@@ -40,13 +40,6 @@ class ARParams(BaseModel):
     batch_size: int = Field(8, ge=1, description="requests sent to the backend at once")
 
 
-def validate_params(model: type[BaseModel], params: dict, system: str) -> BaseModel:
-    try:
-        return model(**(params or {}))
-    except Exception as exc:  # pydantic.ValidationError
-        raise BenchError(f"bad params for system {system!r}: {exc}") from exc
-
-
 SAMPLING_KNOBS = ("temperature", "top_p", "top_k", "max_tokens", "num_beams", "repeat_penalty")
 
 
@@ -55,7 +48,7 @@ class ARSystem:
     grammar = False
 
     def __init__(self, params: dict | None = None):
-        self.params: ARParams = validate_params(ARParams, params or {}, "ar")  # type: ignore[assignment]
+        self.params: ARParams = validate_params(ARParams, params, "ar")
 
     def sampling(self, spec: TaskSpec, preset: dict | None = None) -> SamplingParams:
         """Decoding settings: the model preset's paper settings (`sampling:` in the catalog) apply

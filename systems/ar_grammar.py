@@ -22,8 +22,9 @@ from pydantic import Field
 
 from bench.hashing import canonical_json, stable_hash
 from bench.types import JSON, GenerationResult, RunContext, SamplingParams, TaskSpec
-from systems.ar import ARParams, ARSystem, validate_params
+from systems.ar import ARParams, ARSystem
 from systems.backends.grammar import GRAMMAR_KEY, GrammarLimits, bounded_schema, build_grammar, max_bytes
+from systems.params import validate_params
 
 
 class ARGrammarParams(ARParams):
@@ -65,7 +66,7 @@ class ARGrammarSystem(ARSystem):
     grammar = True
 
     def __init__(self, params: dict | None = None):
-        self.params: ARGrammarParams = validate_params(ARGrammarParams, params or {}, "ar-grammar")  # type: ignore[assignment]
+        self.params: ARGrammarParams = validate_params(ARGrammarParams, params, "ar-grammar")
 
     def limits(self, spec: TaskSpec | None = None) -> GrammarLimits:
         """The caps for this task: the configured ones, shrunk until a record fits `max_tokens`."""

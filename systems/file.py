@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bench.errors import BenchError
 from bench.types import GenerationResult, RunContext, Sample, TaskSpec, Usage
-from systems.ar import validate_params
+from systems.params import validate_params
 
 
 class FileParams(BaseModel):
@@ -53,7 +53,7 @@ def read_generation_lines(path: Path, limit: int | None = None) -> list[Sample]:
 
 class FileSystem:
     def __init__(self, params: dict | None = None):
-        self.params: FileParams = validate_params(FileParams, params or {}, "file")  # type: ignore[assignment]
+        self.params: FileParams = validate_params(FileParams, params, "file")
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
         path = Path(

@@ -29,6 +29,7 @@ from bench.types import (
     TaskSpec,
     Usage,
 )
+from systems.params import validate_params
 from systems.prompting import sample_rng
 from systems.skeleton_prompt import DiffusionPrompt, default_parts, render_prompt
 
@@ -73,20 +74,13 @@ class LLaDAParams(BaseModel):
         return {k: getattr(self, k) for k in names if getattr(self, k) is not None}
 
 
-def _params(params: dict | None, system: str) -> LLaDAParams:
-    try:
-        return LLaDAParams(**(params or {}))
-    except Exception as exc:  # pydantic.ValidationError
-        raise BenchError(f"bad params for system {system!r}: {exc}") from exc
-
-
 class LLaDASystem:
     """`llada`: the frozen DLM writes the whole record from a natural-language prompt."""
 
     name = "llada"
 
     def __init__(self, params: dict | None = None) -> None:
-        self.params = _params(params, self.name)
+        self.params = validate_params(LLaDAParams, params, self.name)
 
     def prompt_parts(self, spec: TaskSpec, seed: int, index: int) -> DiffusionPrompt:
         """The prompt of sample `index`: few-shot references drawn from a per-sample RNG."""

@@ -71,6 +71,11 @@ def test_unknown_task_suggests(tmp_path):
     assert "suite.yaml:5:" in msg and "tasks[0].name" in msg and "did you mean" in msg
 
 
+def test_bad_system_param_names_the_params_key(tmp_path):
+    msg = error_of(tmp_path, GOOD.replace("{temperature: 0.7}", "{temprature: 0.7}"))
+    assert "suite.yaml:7:" in msg and "systems.ar.params" in msg and "temprature" in msg
+
+
 def test_unknown_key_suggests(tmp_path):
     msg = error_of(tmp_path, GOOD.replace("samples: 2", "sampels: 2"))
     assert "suite.yaml:3:" in msg and "unknown key 'sampels'" in msg and "'samples'" in msg
