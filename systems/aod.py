@@ -13,6 +13,7 @@ AoD's judge also reads the final samples (when `judge_final`), leaving its verdi
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -79,7 +80,7 @@ class EvolutionParams(OptimizerParams):
     with_perplexity: bool = Field(False, description="evaluator computes perplexity (not in their fitness)")
 
 
-class PromptOptimizationSystem:
+class PromptOptimizationSystem(ABC):
     """Optimize, then generate the cell with the best prompt."""
 
     name = "prompt-optimization"
@@ -92,8 +93,9 @@ class PromptOptimizationSystem:
     def budget(self) -> Budget:
         return Budget(self.params.budget, self.params.batch_size)
 
+    @abstractmethod
     def optimizer(self) -> PromptOptimizer:
-        raise NotImplementedError
+        """The optimizer this system runs (each concrete system names one)."""
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
         t0 = time.perf_counter()

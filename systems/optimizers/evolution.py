@@ -10,11 +10,23 @@ references-only evaluation view: the same numbers AoD's scorer uses, minus the L
 from __future__ import annotations
 
 import math
+import random
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench.types import JSON, RunContext, TaskSpec
-from systems.optimizers.base import MeteredGenerator, copy_prompt, template_text
+from systems.optimizers.base import (
+    Agent,
+    Budget,
+    MeteredGenerator,
+    PromptGenerator,
+    copy_prompt,
+    derived_rng,
+    evaluation_view,
+    role_temperature,
+    template_text,
+)
 from systems.optimizers.edits import clean_line
 from systems.optimizers.evaluator import Evaluation, NaturalLanguageEvaluator
 from systems.optimizers.reward import reward, subrewards
@@ -105,3 +117,51 @@ def unit_event(
         "generator_calls": meter.spent,
         **extra,
     }
+
+
+@dataclass
+class EvolutionRun:
+    """What every evolutionary optimizer sets up before its loop (PromptBreeder, EvoPrompt)."""
+
+    view: TaskSpec
+    meter: MeteredGenerator
+    agent: Agent
+    rng: random.Random
+    template: DiffusionPrompt
+    original: str
+    n_init: int
+    trace: list[JSON]
+
+
+def start_evolution(
+    name: str,
+    optimizer: Any,
+    generator: PromptGenerator,
+    spec: TaskSpec,
+    seed: int,
+    ctx: RunContext,
+    budget: Budget,
+) -> EvolutionRun:
+    """Evaluation view of the references, metered generator, optimizer agent, seeded RNG and the
+    initial population size (leaving at least one evaluation for evolution when the budget allows)."""
+    agent = Agent(
+        ctx,
+        "optimizer",
+        seed,
+        role_temperature(ctx, "optimizer", optimizer.temperature),
+        optimizer.max_tokens,
+    )
+    template = generator.initial_prompt(spec)
+    n_init = max(
+        1, min(optimizer.population, budget.evaluations - 1 if budget.evaluations > 2 else budget.evaluations)
+    )
+    return EvolutionRun(
+        view=evaluation_view(spec, optimizer.validation_fraction),
+        meter=MeteredGenerator(generator, budget, spec, seed, ctx),
+        agent=agent,
+        rng=derived_rng(seed, name),
+        template=template,
+        original=template.instruction,
+        n_init=n_init,
+        trace=[{"event": f"{name}_start", "budget": budget.generator_calls, "population": n_init}],
+    )

@@ -23,15 +23,18 @@ from bench.types import JSON, RunContext, TaskSpec, Usage
 from systems.optimizers.base import (
     Agent,
     Budget,
-    MeteredGenerator,
     OptimizationResult,
     PromptGenerator,
-    derived_rng,
-    evaluation_view,
-    role_temperature,
 )
 from systems.optimizers.evaluator import NaturalLanguageEvaluator
-from systems.optimizers.evolution import Unit, fitness, read_instruction, unit_event, with_instruction
+from systems.optimizers.evolution import (
+    Unit,
+    fitness,
+    read_instruction,
+    start_evolution,
+    unit_event,
+    with_instruction,
+)
 
 THINKING_STYLES = (
     "Let's think step by step.",
@@ -113,20 +116,9 @@ class PromptBreederOptimizer:
     def optimize(
         self, generator: PromptGenerator, spec: TaskSpec, seed: int, ctx: RunContext, budget: Budget
     ) -> OptimizationResult:
-        view = evaluation_view(spec, self.validation_fraction)
-        meter = MeteredGenerator(generator, budget, spec, seed, ctx)
-        agent = Agent(
-            ctx, "optimizer", seed, role_temperature(ctx, "optimizer", self.temperature), self.max_tokens
-        )
-        rng = derived_rng(seed, "promptbreeder")
-        template = generator.initial_prompt(spec)
-        original = template.instruction
-        n_init = max(
-            1, min(self.population, budget.evaluations - 1 if budget.evaluations > 2 else budget.evaluations)
-        )
-        trace: list[JSON] = [
-            {"event": "promptbreeder_start", "budget": budget.generator_calls, "population": n_init}
-        ]
+        run = start_evolution("promptbreeder", self, generator, spec, seed, ctx, budget)
+        view, meter, agent, rng = run.view, run.meter, run.agent, run.rng
+        template, original, n_init, trace = run.template, run.original, run.n_init, run.trace
         pop: list[Unit] = []
         best_records: dict[int, JSON | None] = {}
         for i in range(n_init):
