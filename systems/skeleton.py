@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.tasks.schema import json_kind
 from bench.types import JSON, TaskSpec
 
 SlotKind = str  # "string" | "integer" | "number" | "enum" | "boolean"
@@ -61,22 +62,6 @@ class Arr:
 
 Node = Leaf | Const | Obj | Arr
 Segment = str | Slot
-
-
-def _kind(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
 
 
 def _schema_at(schema: JSON, kind: str) -> JSON:
@@ -127,7 +112,7 @@ class SkeletonPlan:
                 self.budgets[path] = max(1, min(max_slot_tokens, q + 1))
 
     def _walk(self, path: str, v: Any, schema: JSON) -> None:
-        k = _kind(v)
+        k = json_kind(v)
         st = self.stats[path]
         st.kinds[k] += 1
         sub = _schema_at(schema, k)
@@ -173,7 +158,7 @@ class SkeletonPlan:
     def of_record(self, record: Any, path: str = "", schema: JSON | None = None) -> Node:
         """The skeleton tree of a real record, with each leaf's value text (training form)."""
         schema = self.schema if schema is None else schema
-        k = _kind(record)
+        k = json_kind(record)
         sub = _schema_at(schema, k)
         if k == "object":
             props = sub.get("properties", {})

@@ -35,7 +35,8 @@ ENUM_MIN_COUNT_PER_VALUE = 10
 _KIND_ORDER = ("null", "boolean", "integer", "number", "string", "array", "object")
 
 
-def _kind(v: Any) -> str:
+def json_kind(v: Any) -> str:
+    """The JSON Schema type name of a parsed JSON value (shared by schema derivation and skeletons)."""
     if v is None:
         return "null"
     if isinstance(v, bool):  # before int: bool is a subclass of int
@@ -59,7 +60,7 @@ class _Deriver:
         self.free_text = frozenset(free_text)
 
     def at(self, path: str, values: list[Any]) -> JSON:
-        kinds = {_kind(v) for v in values}
+        kinds = {json_kind(v) for v in values}
         if {"integer", "number"} <= kinds:
             kinds.discard("integer")
         ordered = [k for k in _KIND_ORDER if k in kinds]
@@ -67,7 +68,7 @@ class _Deriver:
             return self.of_kind(path, ordered[0], values)
         parts = []
         for k in ordered:
-            same = [v for v in values if _kind(v) == k or (k == "number" and _kind(v) == "integer")]
+            same = [v for v in values if json_kind(v) == k or (k == "number" and json_kind(v) == "integer")]
             parts.append(self.of_kind(path, k, same))
         return {"anyOf": parts}
 

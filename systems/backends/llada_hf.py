@@ -23,7 +23,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import BackendUnavailable, BenchError
 from bench.types import JSON, Completion, GenerationRequest, TaskSpec
-from systems.backends.llada_sampler import SamplerConfig, checked, cut_at_eos, denoise, left_pad, mc_nll_bound
+from systems.backends.llada_sampler import (
+    SamplerConfig,
+    checked,
+    cut_at_eos,
+    denoise,
+    left_pad,
+    mc_nll_bound,
+    merge_knobs,
+)
 from systems.skeleton import SkeletonPlan
 from systems.skeleton_infill import Canvas, InfillResult, InfillRow, SlotVocab, lay_out, read_slots
 
@@ -57,18 +65,6 @@ class LLaDAHFParams(BaseModel):
     threshold: float | None = Field(None, gt=0, lt=1, description="Fast-dLLM threshold commit")
     gen_batch_size: int = Field(4, ge=1, description="rows per sampler batch (transport only)")
     max_slot_tokens: int = Field(24, ge=1, description="cap on a skeleton slot's token budget")
-
-
-SAMPLER_KEYS = (
-    "steps",
-    "gen_length",
-    "block_length",
-    "remasking",
-    "temperature",
-    "cfg_scale",
-    "threshold",
-    "prefix_cache",
-)
 
 
 def load_pretrained(model_id: str, params: LLaDAHFParams) -> tuple[Any, Any]:
@@ -181,11 +177,8 @@ class LLaDAHFBackend:
             "cfg_scale": p.cfg_scale,
             "threshold": p.threshold,
         }
-        for k, v in overrides.items():
-            if k not in SAMPLER_KEYS:
-                raise BenchError(f"unknown diffusion knob {k!r}; known: {', '.join(SAMPLER_KEYS)}")
-            if k != "prefix_cache":  # LLaDA's remote code exposes no split prefix pass
-                d[k] = v
+        # LLaDA's remote code exposes no split prefix pass, so prefix_cache is accepted and ignored
+        d = merge_knobs(d, overrides, ignored=("prefix_cache",))
         return checked(SamplerConfig(**d), int(d["gen_length"]))
 
     def prompt_ids(self, messages: Sequence[tuple[str, str]]) -> list[int]:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
 
@@ -93,6 +93,36 @@ class SamplerConfig:
             "threshold": self.threshold,
             "prefix_cache": self.prefix_cache,
         }
+
+
+#: The knobs a request may set through SamplingParams.extra (every diffusion backend accepts these).
+SAMPLER_KEYS = (
+    "steps",
+    "gen_length",
+    "block_length",
+    "remasking",
+    "temperature",
+    "cfg_scale",
+    "threshold",
+    "prefix_cache",
+)
+
+
+def merge_knobs(
+    defaults: dict[str, Any], overrides: dict[str, Any], ignored: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A backend's default knobs with a request's overrides; an unknown knob is a user error.
+
+    `ignored` names knobs a backend accepts but cannot honour (they leave the defaults unchanged)."""
+    from bench.errors import BenchError
+
+    merged = dict(defaults)
+    for k, v in overrides.items():
+        if k not in SAMPLER_KEYS:
+            raise BenchError(f"unknown diffusion knob {k!r}; known: {', '.join(SAMPLER_KEYS)}")
+        if k not in ignored:
+            merged[k] = v
+    return merged
 
 
 def checked(config: SamplerConfig, response_length: int) -> SamplerConfig:

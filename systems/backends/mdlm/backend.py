@@ -25,7 +25,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import BenchError
 from bench.types import JSON, Completion, GenerationRequest, TaskSpec
-from systems.backends.llada_sampler import SamplerConfig, checked, cut_at_eos, denoise, left_pad, mc_nll_bound
+from systems.backends.llada_sampler import (
+    SamplerConfig,
+    checked,
+    cut_at_eos,
+    denoise,
+    left_pad,
+    mc_nll_bound,
+    merge_knobs,
+)
 from systems.backends.mdlm.model import MaskedDiffusionTransformer, ModelConfig
 from systems.backends.mdlm.tokenizer import SPECIALS, BPETokenizer
 from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, prompt_ids, record_text, train_model
@@ -85,18 +93,6 @@ class MDLMParams(BaseModel):
             lr=self.lr,
             threads=self.threads or 1,
         )
-
-
-SAMPLER_KEYS = (
-    "steps",
-    "gen_length",
-    "block_length",
-    "remasking",
-    "temperature",
-    "cfg_scale",
-    "threshold",
-    "prefix_cache",
-)
 
 
 def train_key(cfg: TrainConfig) -> JSON:
@@ -241,10 +237,7 @@ class EmbeddedMDLMBackend:
             "threshold": p.threshold,
             "prefix_cache": p.prefix_cache,
         }
-        for k, v in overrides.items():
-            if k not in SAMPLER_KEYS:
-                raise BenchError(f"unknown diffusion knob {k!r}; known: {', '.join(SAMPLER_KEYS)}")
-            d[k] = v
+        d = merge_knobs(d, overrides)
         d["gen_length"] = min(int(d["gen_length"]), self.response_length)
         return checked(SamplerConfig(**d), self.response_length)
 
