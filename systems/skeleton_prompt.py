@@ -8,9 +8,10 @@ hints. Specific information comes last because over-long prompts are cut from th
 
 from __future__ import annotations
 
+import copy
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +92,52 @@ GENERIC_INSTRUCTIONS = (
 )
 
 
+def value_pools(references: Sequence[JSON], max_hint_chars: int = 40) -> dict[str, list[Any]]:
+    """Distinct values of every object-path leaf (no `[]` paths) across the references, for hint swaps."""
+    pools: dict[str, dict[str, Any]] = {}
+    for r in references:
+        for p, v in leaf_items(r):
+            if v is not None and "[]" not in p and len(hint_text(v)) <= max_hint_chars:
+                pools.setdefault(p, {})[json.dumps(v, sort_keys=True)] = v
+    return {p: list(vs.values()) for p, vs in pools.items() if len(vs) > 1}
+
+
+def set_path(record: JSON, path: str, value: Any) -> None:
+    """Set the leaf at dotted object `path` (as `leaf_items` writes it, without `[]`) in place."""
+    *heads, last = path.split(".")
+    node = record
+    for k in heads:
+        node = node[k]
+    node[last] = value
+
+
+def training_example(
+    spec: TaskSpec,
+    target: JSON,
+    rng: random.Random,
+    pools: Mapping[str, Sequence[Any]] | None = None,
+    swap: float = 0.0,
+) -> tuple[DiffusionPrompt, JSON]:
+    """A training prompt and the record it asks for.
+
+    With probability `swap` per hint, the hinted field gets another reference's value (from `pools`) in
+    both the hint and the record. Without swaps every hint is also predictable from the rest of the
+    record (a small DLM memorises the references: a train ID fixes its day), so the model never has to
+    read the hint and learns to ignore it; a swapped hint is the only evidence for its value, which is
+    what makes the prompt steer generation.
+    """
+    parts = training_parts(spec, target, rng)
+    if not swap or not pools or not parts.hints:
+        return parts, target
+    record = copy.deepcopy(target)
+    for i, (p, _) in enumerate(parts.hints):
+        if p in pools and rng.random() < swap:
+            v = rng.choice(pools[p])
+            set_path(record, p, v)
+            parts.hints[i] = (p, hint_text(v))
+    return parts, record
+
+
 def training_parts(
     spec: TaskSpec, target: JSON, rng: random.Random, max_hint_chars: int = 40
 ) -> DiffusionPrompt:
@@ -104,7 +151,7 @@ def training_parts(
     if rng.random() < 0.7:
         parts.fields = top_fields(spec)
     leaves = [(p, v) for p, v in leaf_items(target) if v is not None and len(hint_text(v)) <= max_hint_chars]
-    n_hints = rng.choice((0, 1, 1, 2, 2, 3, 3))
+    n_hints = rng.choice((0, 0, 0, 1, 1, 2, 3))
     for p, v in rng.sample(leaves, min(n_hints, len(leaves))):
         parts.hints.append((p, hint_text(v)))
     if rng.random() < 0.15 and len(spec.references) > 1:

@@ -95,11 +95,6 @@ def test_skeleton_schema_valid_on_every_family(task: str, cache_dir: Path) -> No
     assert res.trace[0]["event"] == "skeleton_infill" and res.usage.nfe > 0
 
 
-@pytest.mark.xfail(
-    reason="not met yet: the default embedded DLM (600 steps) ignores `field: value` hints (probed: the hinted "
-    "value's probability does not move, with or without the copy head); see docs/systems-diffusion.md",
-    strict=False,
-)
 def test_field_value_hint_steers_most_records(cache_dir: Path) -> None:
     from metrics.extract import extract_record
     from systems.llada import LLaDASystem
@@ -117,11 +112,6 @@ def test_field_value_hint_steers_most_records(cache_dir: Path) -> None:
     assert sum(hinted) / 5 > sum(plain) / 5 + 0.3, (hinted, plain)
 
 
-@pytest.mark.xfail(
-    reason="not met yet: measured schema_valid over seeds 0-4 (16 records each) with fields "
-    "[0.875, 1.0, 1.0, 1.0, 0.9375] vs bare [1.0] * 5; see docs/systems-diffusion.md",
-    strict=False,
-)
 def test_field_list_is_at_least_as_valid_as_a_bare_prompt(cache_dir: Path) -> None:
     from systems.llada import LLaDASystem
 

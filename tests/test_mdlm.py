@@ -140,3 +140,58 @@ def test_per_task_model_needs_a_task(tmp_path: Path) -> None:
         EmbeddedMDLMBackend.from_spec(
             {"params": {"d_model": -1}}, SimpleNamespace(cache_dir=tmp_path, task=None, seed=0)
         )
+
+
+def test_copy_head_loss_path_equals_the_full_distribution() -> None:
+    """`target_log_probs` (training) is the same mixture `forward` (sampling) normalises."""
+    torch.manual_seed(0)
+    m = MaskedDiffusionTransformer(
+        ModelConfig(vocab_size=40, max_len=20, d_model=16, n_layers=2, n_heads=2, d_ff=32, prompt_width=8)
+    ).eval()
+    with torch.no_grad():
+        m.copy_gate.bias.fill_(0.5)  # a real mix of vocabulary and copy terms
+    x = torch.randint(5, 40, (3, 20))
+    x[0, :3] = 0  # left padding in the prompt window
+    attn = x != 0
+    where = torch.zeros_like(x, dtype=torch.bool)
+    where[:, 8:] = torch.rand(3, 12) < 0.6
+    targets = torch.randint(5, 40, (int(where.sum()),))
+    targets[:3] = x[where.nonzero()[:3, 0], 4]  # some targets that appear in the prompt (copyable)
+    fast = m.target_log_probs(x, attn, where, targets)
+    full = m(x, attn).log_softmax(-1)[where].gather(-1, targets[:, None]).squeeze(-1)
+    assert torch.allclose(fast, full, atol=1e-5)
+
+
+@needs_data
+def test_swapped_hints_agree_with_the_record_they_train_on() -> None:
+    from systems.skeleton_prompt import hint_text, leaf_items, training_example, value_pools
+
+    spec = load("multiwoz/train")
+    pools = value_pools(spec.references)
+    assert set(spec.references[0]) <= set(pools)  # every top-level field has alternatives
+    rng = random.Random(0)
+    swapped = 0
+    for _ in range(200):
+        target = rng.choice(spec.references)
+        parts, record = training_example(spec, target, rng, pools, swap=1.0)
+        values = dict(leaf_items(record))
+        for path, text in parts.hints:
+            assert hint_text(values[path]) == text  # the hint is true of the trained record
+        swapped += record != target
+        assert {k for k in record if record[k] != target[k]} <= {p for p, _ in parts.hints}
+    assert swapped > 50  # swaps happen (a drawn value may equal the original)
+
+
+@needs_data
+def test_hinted_positions_cover_exactly_the_value_tokens() -> None:
+    from systems.backends.mdlm.train import hinted_positions, record_text
+
+    spec = load("multiwoz/train")
+    rec = spec.references[0]
+    tok = train_bpe([json.dumps(r) for r in spec.references[:300]], 500)
+    resp = tok.encode(record_text(rec))
+    for field_name in ("day", "leaveAt", "trainID"):
+        pos = sorted(hinted_positions(tok, resp, rec, [(field_name, rec[field_name])]))
+        assert pos == list(range(pos[0], pos[-1] + 1))  # one contiguous run
+        assert tok.decode(resp[i] for i in pos) == rec[field_name]
+    assert hinted_positions(tok, resp, rec, [("day", "not-a-day")]) == set()

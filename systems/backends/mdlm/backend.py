@@ -40,7 +40,7 @@ from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, prompt_i
 from systems.skeleton import SkeletonPlan, Slot
 from systems.skeleton_infill import Canvas, InfillResult, InfillRow, SlotVocab, lay_out, read_slots
 
-CODE_VERSION = "mdlm-4"  # bump when training or tokenization changes meaning
+CODE_VERSION = "mdlm-6"  # bump when training or tokenization changes meaning
 
 
 class MDLMParams(BaseModel):
@@ -59,8 +59,14 @@ class MDLMParams(BaseModel):
     max_response_tokens: int = Field(160, ge=8, description="Cap on the response window")
     max_slot_tokens: int = Field(24, ge=1, description="Cap on one skeleton slot's token budget")
     copy_head: bool = Field(True, description="pointer-generator copy head over prompt tokens (steerability)")
+    hint_swap: float = Field(
+        0.5, ge=0, le=1, description="per-hint chance training swaps in another reference's value"
+    )
+    hint_weight: float = Field(
+        3.0, ge=1, description="loss weight of response tokens spelling a hinted value"
+    )
     skeleton_fraction: float = Field(0.4, ge=0, le=1, description="Share of training examples in slot form")
-    train_steps: int = Field(600, ge=1, description="Optimizer steps (fixed, so training is deterministic)")
+    train_steps: int = Field(900, ge=1, description="Optimizer steps (fixed, so training is deterministic)")
     batch_size: int = Field(32, ge=1, description="Training batch size")
     lr: float = Field(2e-3, gt=0, description="Peak learning rate (warmup then cosine)")
     seed: int | None = Field(None, description="Training seed; None = the env's seed")
@@ -88,6 +94,8 @@ class MDLMParams(BaseModel):
             max_slot_tokens=self.max_slot_tokens,
             skeleton_fraction=self.skeleton_fraction,
             copy_head=self.copy_head,
+            hint_swap=self.hint_swap,
+            hint_weight=self.hint_weight,
             steps=self.train_steps,
             batch_size=self.batch_size,
             lr=self.lr,
