@@ -95,19 +95,25 @@ def test_skeleton_schema_valid_on_every_family(task: str, cache_dir: Path) -> No
     assert res.trace[0]["event"] == "skeleton_infill" and res.usage.nfe > 0
 
 
-def test_field_value_hint_steers_most_records(cache_dir: Path) -> None:
+@pytest.mark.parametrize("field", ["day", "leaveAt", "price"])  # an enum, a time, a number with a unit
+def test_field_value_hint_steers_most_records(field: str, cache_dir: Path) -> None:
+    """Over 5 seeds, `field: value` makes most of 16 records carry the value; without it few do.
+
+    Measured per-field rates, including the fields that do not meet this yet, are in
+    docs/systems-diffusion.md (`python -m benchmarks.diffusion.steering`).
+    """
     from metrics.extract import extract_record
     from systems.llada import LLaDASystem
 
     spec, be, ctx = model("multiwoz/train", cache_dir)
-    days = spec.schema["properties"]["day"]["enum"]
+    values = sorted({r[field] for r in spec.references})
     hinted, plain = [], []
     for seed in range(5):
-        day = days[seed % len(days)]
-        for hints, out in (({"day": day}, hinted), ({}, plain)):
+        value = values[(seed * 37) % len(values)]
+        for hints, out in (({field: value}, hinted), ({}, plain)):
             res = LLaDASystem({"hints": hints, "k_shots": 0}).generate(spec, 16, seed, ctx)
             recs = [extract_record(s.text).record for s in res.samples]
-            out.append(sum(isinstance(r, dict) and r.get("day") == day for r in recs) / 16)
+            out.append(sum(isinstance(r, dict) and r.get(field) == value for r in recs) / 16)
     assert min(hinted) > 0.5, hinted
     assert sum(hinted) / 5 > sum(plain) / 5 + 0.3, (hinted, plain)
 
