@@ -53,7 +53,6 @@ class TrainConfig:
     """Per-hint probability that training swaps in another reference's value (see training_example)."""
     hint_weight: float = 3.0
     """Loss weight of response tokens that spell a hinted value (see hinted_positions)."""
-    """Per-hint probability that training swaps in another reference's value (see training_example)."""
     threads: int | None = field(default=1, compare=False, hash=False)
     """torch threads while training (speed only; not part of the cache key)."""
 
