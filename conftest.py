@@ -166,6 +166,8 @@ class BenchExpectationItem(_BenchItem):
                 self.user_properties.append((f"{ref.system}.{ref.metric}", value))
         result = outcome.expectations[self.text]
         self.user_properties.append(("detail", result.detail))
+        if result.skipped:
+            pytest.skip(result.detail)
         if not result.passed:
             raise BenchExpectationFailed(
                 f"expectation failed: {self.text}\n  observed: {result.detail}\n  run: {outcome.run_dir}"

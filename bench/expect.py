@@ -54,6 +54,10 @@ class Expectation:
     def systems(self) -> list[str]:
         return [self.left.system] + ([self.right.system] if isinstance(self.right, Ref) else [])
 
+    def tasks(self) -> list[str]:
+        refs = [self.left] + ([self.right] if isinstance(self.right, Ref) else [])
+        return [r.task for r in refs if r.task]
+
     def metrics(self) -> list[str]:
         return [self.left.metric] + ([self.right.metric] if isinstance(self.right, Ref) else [])
 
@@ -63,6 +67,8 @@ class ExpectationResult:
     text: str
     passed: bool
     detail: str
+    skipped: bool = False
+    """Not evaluated: it names a system or task left out of this run (`--systems` / `--tasks`)."""
 
 
 def parse_expectation(text: str) -> Expectation:
@@ -78,6 +84,24 @@ def parse_expectation(text: str) -> Expectation:
 
 
 ValueLookup = Callable[[Ref], float]
+
+
+def skip_if_left_out(
+    exp: Expectation, left_out_systems: set[str], left_out_tasks: set[str]
+) -> ExpectationResult | None:
+    """A skipped result when `exp` names a suite system or task that this run left out.
+
+    Comparing against a system deliberately left out (`--systems`, `--tasks`) would read NaN and fail; a
+    user who runs `--systems llada,aod` wants the comparisons that can be checked, and to be told which
+    ones were not. A name that is not in the suite at all still evaluates (and fails), so typos show.
+    """
+    missing = [f"system {s!r}" for s in exp.systems() if s in left_out_systems]
+    missing += [f"task {t!r}" for t in exp.tasks() if t in left_out_tasks]
+    if not missing:
+        return None
+    return ExpectationResult(
+        exp.text, False, "not evaluated: " + ", ".join(missing) + " left out of this run", True
+    )
 
 
 def evaluate(exp: Expectation, lookup: ValueLookup) -> ExpectationResult:

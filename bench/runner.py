@@ -21,7 +21,7 @@ from bench.cells import CellJob, CellOutcome, cell_hash, load_task_cached
 from bench.context import default_cache_dir
 from bench.errors import BenchError
 from bench.executors import run_jobs
-from bench.expect import ExpectationResult, Ref, evaluate
+from bench.expect import ExpectationResult, Ref, evaluate, skip_if_left_out
 from bench.manifest import build_manifest
 from bench.profiles import apply_overrides, resolve_profile
 from bench.store import CellKey, RunStore, read_json
@@ -61,7 +61,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return not self.failed_cells and all(e.passed for e in self.expectations)
+        return not self.failed_cells and all(e.passed or e.skipped for e in self.expectations)
 
 
 def _select(names: list[str], wanted: list[str] | None, kind: str) -> list[str]:
@@ -265,14 +265,22 @@ def run_suite(
     # expectations over every finished cell of this run (including resumed ones)
     cells = [(c.key, c.metrics) for c in store.iter_cells() if c.status == "ok"]
     lookup = macro_lookup(cells)
-    results = [evaluate(e, lookup) for e in suite.expectations()]
+    all_tasks = [t.name for t in suite.tasks]
+    left_out_systems = set(suite.systems) - set(_select(list(suite.systems), opts.systems, "systems"))
+    left_out_tasks = set(all_tasks) - set(_select(all_tasks, opts.tasks, "tasks"))
+    results = [
+        skip_if_left_out(e, left_out_systems, left_out_tasks) or evaluate(e, lookup)
+        for e in suite.expectations()
+    ]
     hits = sum(o.cache_hits for o in outcomes)
     misses = sum(o.cache_misses for o in outcomes)
     manifest.update(
         finished=datetime.now(UTC).isoformat(),
         cache={**manifest.get("cache", {}), "hits": hits, "misses": misses},
         cell_status={s: sum(o.status == s for o in outcomes) for s in ("ok", "failed", "skipped")},
-        expectations=[{"text": r.text, "passed": r.passed, "detail": r.detail} for r in results],
+        expectations=[
+            {"text": r.text, "passed": r.passed, "detail": r.detail, "skipped": r.skipped} for r in results
+        ],
     )
     store.write_manifest(manifest)
     report = ""
@@ -302,8 +310,9 @@ def write_report(run_dir: Path) -> str:
 def summary_line(result: RunResult) -> str:
     """pytest-like closing line over the suite's expectations (failed cells are reported above it)."""
     passed = sum(e.passed for e in result.expectations)
-    failed = len(result.expectations) - passed
-    return f"{passed} passed, {failed} failed"
+    skipped = sum(e.skipped for e in result.expectations)
+    failed = len(result.expectations) - passed - skipped
+    return f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else "")
 
 
 def env_workers(default: int = 1) -> int:

@@ -117,7 +117,7 @@ caption{caption-side:top;text-align:left;font-weight:600;margin-bottom:4px}
 .notes{font-size:12px;color:#555}
 pre{white-space:pre-wrap;word-break:break-word;font-size:12px;max-width:900px;margin:0}
 figure{display:inline-block;margin:0 1em 1em 0}figure img{max-width:560px}
-.pass{color:#18794e}.fail{color:#b42318;font-weight:600}
+.pass{color:#18794e}.fail{color:#b42318;font-weight:600}.skip{color:#6b7280}
 #filters select{margin-right:1em}
 """
 
@@ -182,7 +182,13 @@ def render_report_html(run_dir: Path | str, *, plots: dict[str, list[Path]] | No
     if expectations:
         parts.append('<h2>Expectations</h2><ul id="expectations">')
         for e in expectations:
-            cls, word = ("pass", "PASS") if e.get("passed") else ("fail", "FAIL")
+            cls, word = (
+                ("skip", "SKIP")
+                if e.get("skipped")
+                else ("pass", "PASS")
+                if e.get("passed")
+                else ("fail", "FAIL")
+            )
             parts.append(
                 f'<li><span class="{cls}">{word}</span> <code>{esc(e.get("text", ""))}</code>: {esc(e.get("detail", ""))}</li>'
             )

@@ -104,9 +104,11 @@ def render_report_md(run_dir: Path | str) -> str:
     expectations = [e for e in manifest.get("expectations") or [] if isinstance(e, dict)]
     if expectations:
         passed = sum(bool(e.get("passed")) for e in expectations)
-        out.append(f"\n## Expectations ({passed} passed, {len(expectations) - passed} failed)\n\n")
+        skipped = sum(bool(e.get("skipped")) for e in expectations)
+        counts = f"{passed} passed, {len(expectations) - passed - skipped} failed"
+        out.append(f"\n## Expectations ({counts}{f', {skipped} skipped' if skipped else ''})\n\n")
         for e in expectations:
-            mark = "PASS" if e.get("passed") else "FAIL"
+            mark = "SKIP" if e.get("skipped") else "PASS" if e.get("passed") else "FAIL"
             out.append(f"- {mark} `{md_code(e.get('text', ''))}`: {md_escape(e.get('detail', ''))}\n")
 
     failed = failed_cells(run_dir)

@@ -88,3 +88,33 @@ def test_hanging_cell_times_out_in_worker_and_run_goes_on(tmp_path):
     assert status[1] == ("failed", "timeout after 20s")
     manifest = RunStore(res.run_dir).read_manifest()
     assert manifest["cell_status"]["failed"] == 1 and manifest["finished"]
+
+
+def test_expectations_on_systems_left_out_of_a_subset_run_are_skipped(tmp_path, capsys):
+    gen = tmp_path / "gen"
+    write_generations(gen, [0, 1])
+    suite = tmp_path / "s.yaml"
+    extra = (
+        "  - ext.parse_rate >= other.parse_rate\n"
+        "  - ext[demo/booking].tsr >= 0\n"
+        "  - ext[multiwoz/train].tsr >= 0\n"
+        "  - ext[demo/bookings].tsr >= 0\n"  # a typo, not a left-out task: it still fails
+    )
+    text = suite_text(gen, extra).replace(
+        "systems:\n", 'systems:\n  other: {type: file, params: {path: "/nonexistent/{seed}.jsonl"}}\n'
+    )
+    text = text.replace("tasks:\n", "tasks:\n  - {name: multiwoz/train, n_references: 12, n_holdout: 8}\n")
+    suite.write_text(text)
+    args = ["run", str(suite), "--systems", "ext", "--tasks", "demo/booking", "--out", str(tmp_path / "run")]
+    code = main([*args, "--workers", "0", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 1  # only because of the typo
+    assert (
+        "SKIPPED ext.parse_rate >= other.parse_rate  (not evaluated: system 'other' left out of this run)"
+        in out
+    )
+    assert "SKIPPED ext[multiwoz/train].tsr >= 0  (not evaluated: task 'multiwoz/train' left out" in out
+    assert "FAILED ext[demo/bookings].tsr >= 0" in out
+    assert out.strip().splitlines()[-1] == "3 passed, 1 failed, 2 skipped"
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "## Expectations (3 passed, 1 failed, 2 skipped)" in report and "- SKIP `ext.parse_rate" in report

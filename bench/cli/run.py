@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     for f in result.failed_cells:
         print(f"FAILED cell {f.key.label()}: {f.error}")
     for e in result.expectations:
-        print(f"{'PASSED' if e.passed else 'FAILED'} {e.text}  ({e.detail})")
+        word = "SKIPPED" if e.skipped else "PASSED" if e.passed else "FAILED"
+        print(f"{word} {e.text}  ({e.detail})")
     print(f"run: {result.run_dir}", file=sys.stderr)
     print(summary_line(result))
     return 0 if result.ok else 1
