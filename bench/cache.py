@@ -61,19 +61,26 @@ class CallCache:
         return conn
 
     def get(self, key: str) -> Completion | None:
-        row = self._conn().execute("SELECT value FROM calls WHERE key=?", (key,)).fetchone()
-        if row is None:
+        data = self.get_value(key)
+        if data is None:
             return None
-        data = json.loads(row[0])
         data["cached"] = True
         return Completion(**data)
 
     def put(self, key: str, completion: Completion) -> None:
         data = completion.to_json()
         data.pop("cached", None)
+        self.put_value(key, data)
+
+    def get_value(self, key: str) -> JSON | None:
+        """Any JSON value stored under `key` (calls other than `generate`, e.g. skeleton infilling)."""
+        row = self._conn().execute("SELECT value FROM calls WHERE key=?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def put_value(self, key: str, value: JSON) -> None:
         self._conn().execute(
             "INSERT OR REPLACE INTO calls (key, value, created) VALUES (?, ?, ?)",
-            (key, json.dumps(data), time.time()),
+            (key, json.dumps(value), time.time()),
         )
 
     def __len__(self) -> int:

@@ -190,7 +190,7 @@ class LLaDASkeletonSystem(LLaDASystem):
         self, spec: TaskSpec, prompts: Sequence[str], seed: int, ctx: RunContext
     ) -> GenerationResult:
         from systems.skeleton import build_record, segments
-        from systems.skeleton_infill import InfillRow
+        from systems.skeleton_infill import InfillRow, cached_infill
 
         backend = ctx.backend(self.params.role, task=spec)  # type: ignore[call-arg]
         if not hasattr(backend, "infill"):
@@ -210,7 +210,7 @@ class LLaDASkeletonSystem(LLaDASystem):
         repairs_by_kind: dict[str, int] = {}
         t0 = time.perf_counter()
         try:
-            results = backend.infill(rows, **self.params.knobs(skeleton=True))
+            results = cached_infill(backend, rows, self.params.knobs(skeleton=True))
         except BenchError:
             raise
         except Exception as exc:
@@ -233,6 +233,8 @@ class LLaDASkeletonSystem(LLaDASystem):
             usage.tokens_in += res.tokens_in
             usage.tokens_out += res.tokens_out
             usage.nfe += res.nfe
+            usage.cache_hits += int(res.cached)
+            usage.cache_misses += int(not res.cached)
         usage.seconds = time.perf_counter() - t0
         trace = [
             {

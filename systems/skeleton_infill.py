@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 
+from bench.cache import CachedBackend
+from bench.hashing import stable_hash
 from systems.skeleton import Segment, Slot
 
 _UNESCAPED_QUOTE = re.compile(r'(?<!\\)"')
@@ -35,6 +38,54 @@ class InfillResult:
     tokens_in: int
     tokens_out: int
     seconds: float
+    cached: bool = False
+
+
+INFILL_KEY_VERSION = 1
+
+
+def infill_key(identity: Any, row: InfillRow, knobs: dict[str, Any]) -> str:
+    """Cache key of one skeleton fill: backend identity, sampler knobs, prompt, layout and row seed."""
+    segs = [s if isinstance(s, str) else asdict(s) for s in row.segs]
+    return stable_hash(
+        {
+            "v": INFILL_KEY_VERSION,
+            "call": "infill",
+            "backend": identity,
+            "knobs": knobs,
+            "prompt": row.prompt,
+            "segs": segs,
+            "seed": row.seed,
+        }
+    )
+
+
+def cached_infill(backend: Any, rows: Sequence[InfillRow], knobs: dict[str, Any]) -> list[InfillResult]:
+    """`backend.infill(rows, **knobs)` through the run's call cache when the backend has one.
+
+    The profile hands systems a `bench.cache.CachedBackend`, which caches `generate` calls; skeleton
+    fills go through here so a re-run (or a resumed run) does not redo them either. Rows are
+    independent of their batch (each has its own seed and a fixed-width canvas), so only the misses
+    are sent to the model.
+    """
+    cache = backend.cache if isinstance(backend, CachedBackend) else None
+    if cache is None:
+        return backend.infill(rows, **knobs)
+    ident = backend.identity()
+    keys = [infill_key(ident, r, knobs) for r in rows]
+    out: list[InfillResult | None] = []
+    for k in keys:
+        hit = cache.get_value(k)
+        out.append(None if hit is None else InfillResult(**{**hit, "cached": True}))
+    todo = [i for i, r in enumerate(out) if r is None]
+    cache.hits += len(rows) - len(todo)
+    cache.misses += len(todo)
+    if todo:
+        fresh = backend.infill([rows[i] for i in todo], **knobs)
+        for i, res in zip(todo, fresh, strict=True):
+            out[i] = res
+            cache.put_value(keys[i], {k: v for k, v in asdict(res).items() if k != "cached"})
+    return [r for r in out if r is not None]
 
 
 @dataclass

@@ -195,3 +195,37 @@ def test_hinted_positions_cover_exactly_the_value_tokens() -> None:
         assert pos == list(range(pos[0], pos[-1] + 1))  # one contiguous run
         assert tok.decode(resp[i] for i in pos) == rec[field_name]
     assert hinted_positions(tok, resp, rec, [("day", "not-a-day")]) == set()
+
+
+@needs_data
+def test_skeleton_fills_go_through_the_call_cache(tmp_path: Path) -> None:
+    """A re-run answers skeleton fills from the cache; a longer run sends only the new rows to the model."""
+    from bench.cache import CachedBackend, CallCache
+    from systems.llada import LLaDASkeletonSystem
+
+    spec = load("multiwoz/train")
+    raw = EmbeddedMDLMBackend.from_spec(
+        {"params": TINY}, SimpleNamespace(cache_dir=tmp_path, task=spec, seed=0)
+    )
+
+    class Ctx:
+        profile_name = "embedded"
+        cache_dir = str(tmp_path)
+
+        def __init__(self, backend: object) -> None:
+            self._backend = backend
+
+        def backend(self, role: str, task: TaskSpec | None = None) -> object:
+            return self._backend
+
+    system = LLaDASkeletonSystem({"steps": 6})
+    uncached = system.generate(spec, 6, 3, Ctx(raw))
+    cached = Ctx(CachedBackend(raw, CallCache(tmp_path / "calls.sqlite")))
+    first = system.generate(spec, 4, 3, cached)
+    assert (first.usage.cache_hits, first.usage.cache_misses) == (0, 4)
+    again = system.generate(spec, 6, 3, cached)
+    assert (again.usage.cache_hits, again.usage.cache_misses) == (4, 2)
+    assert again.usage.nfe == uncached.usage.nfe  # NFE of cached fills is what they cost when made
+    assert [s.text for s in again.samples] == [s.text for s in uncached.samples]
+    other_knobs = LLaDASkeletonSystem({"steps": 5}).generate(spec, 4, 3, cached)
+    assert other_knobs.usage.cache_hits == 0  # sampler knobs are part of the key
