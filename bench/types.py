@@ -110,6 +110,28 @@ class Usage:
     cache_hits: int = 0
     cache_misses: int = 0
 
+    def add_call(
+        self,
+        tokens_in: int,
+        tokens_out: int,
+        cached: bool,
+        nfe: int = 0,
+        cost_usd: float = 0.0,
+        agent: bool = False,
+    ) -> None:
+        """Count one model call. A call counts whether or not the cache answered it: call counts say what
+        a system asked for (budgets compare on them), so they must not depend on the cache's state."""
+        if agent:
+            self.agent_calls += 1
+        else:
+            self.generator_calls += 1
+        self.tokens_in += tokens_in
+        self.tokens_out += tokens_out
+        self.nfe += nfe
+        self.cost_usd += cost_usd
+        self.cache_hits += int(cached)
+        self.cache_misses += int(not cached)
+
     def add(self, other: Usage) -> Usage:
         for k, v in asdict(other).items():
             setattr(self, k, getattr(self, k) + v)

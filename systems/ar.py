@@ -87,12 +87,7 @@ class ARSystem:
             completions = backend.generate(batch)
             for req, comp in zip(batch, completions, strict=True):
                 i = req.sample_index
-                usage.generator_calls += 0 if comp.cached else 1
-                usage.tokens_in += comp.tokens_in
-                usage.tokens_out += comp.tokens_out
-                usage.cost_usd += comp.cost_usd
-                usage.cache_hits += int(comp.cached)
-                usage.cache_misses += int(not comp.cached)
+                usage.add_call(comp.tokens_in, comp.tokens_out, comp.cached, cost_usd=comp.cost_usd)
                 samples.append(
                     Sample(
                         index=i,

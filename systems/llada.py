@@ -140,13 +140,7 @@ class LLaDASystem:
                 samples.append(
                     Sample(r.sample_index, c.text, c.finish_reason, c.error, status, {"nfe": c.nfe})
                 )
-                usage.generator_calls += 1
-                usage.tokens_in += c.tokens_in
-                usage.tokens_out += c.tokens_out
-                usage.nfe += c.nfe
-                usage.cost_usd += c.cost_usd
-                usage.cache_hits += int(c.cached)
-                usage.cache_misses += int(not c.cached)
+                usage.add_call(c.tokens_in, c.tokens_out, c.cached, c.nfe, c.cost_usd)
         usage.seconds = time.perf_counter() - t0
         trace = [
             {
@@ -229,12 +223,7 @@ class LLaDASkeletonSystem(LLaDASystem):
                     meta={"nfe": res.nfe, "repairs": len(repairs)},
                 )
             )
-            usage.generator_calls += 1
-            usage.tokens_in += res.tokens_in
-            usage.tokens_out += res.tokens_out
-            usage.nfe += res.nfe
-            usage.cache_hits += int(res.cached)
-            usage.cache_misses += int(not res.cached)
+            usage.add_call(res.tokens_in, res.tokens_out, res.cached, res.nfe)
         usage.seconds = time.perf_counter() - t0
         trace = [
             {

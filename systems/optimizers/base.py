@@ -273,12 +273,13 @@ class Agent:
         t0 = time.perf_counter()
         completion = backend.generate([request])[0]
         self.calls += 1
-        self.usage.agent_calls += 1
-        self.usage.tokens_in += completion.tokens_in
-        self.usage.tokens_out += completion.tokens_out
-        self.usage.cost_usd += completion.cost_usd
-        self.usage.cache_hits += int(completion.cached)
-        self.usage.cache_misses += int(not completion.cached)
+        self.usage.add_call(
+            completion.tokens_in,
+            completion.tokens_out,
+            completion.cached,
+            cost_usd=completion.cost_usd,
+            agent=True,
+        )
         self.usage.seconds += time.perf_counter() - t0
         return "" if completion.error else completion.text
 
