@@ -119,7 +119,7 @@ def test_dry_run_shows_only_the_selected_systems(tmp_path, gen, capsys):
     suite.write_text(good_suite(gen))
     assert main(["run", str(suite), "--dry-run", "--systems", "ext2"]) == 0
     rows = [ln.split()[0] for ln in capsys.readouterr().out.splitlines() if ln.startswith("ext")]
-    assert rows == ["ext2"]
+    assert rows and set(rows) == {"ext2"}
 
 
 def test_a_registered_check_runs_in_validate_dry_run_and_run(tmp_path, gen, capsys):

@@ -78,7 +78,7 @@ def test_bad_system_param_names_the_params_key(tmp_path):
 
 def test_unknown_key_suggests(tmp_path):
     msg = error_of(tmp_path, GOOD.replace("samples: 2", "sampels: 2"))
-    assert "suite.yaml:3:" in msg and "unknown key 'sampels'" in msg and "'samples'" in msg
+    assert "suite.yaml:3: key 'sampels': unknown key" in msg and "did you mean 'samples'" in msg
 
 
 def test_bad_expectation(tmp_path):
