@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cells import CellJob, CellOutcome, cell_hash, load_task_cached
+from bench.checks import prepare_suite
 from bench.context import default_cache_dir
 from bench.errors import BenchError
 from bench.executors import run_jobs
@@ -25,7 +26,6 @@ from bench.expect import ExpectationResult, Ref, evaluate, skip_if_left_out
 from bench.manifest import build_manifest
 from bench.profiles import apply_overrides, resolve_profile
 from bench.store import CellKey, RunStore, read_json
-from bench.checks import prepare_suite
 from bench.suite import Suite, SuiteFile
 from bench.types import JSON
 
@@ -220,9 +220,7 @@ def run_suite(
 ) -> RunResult:
     opts = opts or RunOptions()
     # every check validate and --dry-run make (bench.checks); patterns come back expanded
-    sf = prepare_suite(
-        suite_path, overrides, data_dir=opts.data_dir, systems=opts.systems, tasks=opts.tasks
-    )
+    sf = prepare_suite(suite_path, overrides, data_dir=opts.data_dir, systems=opts.systems, tasks=opts.tasks)
     sf.suite = expand_task_patterns(sf.suite, opts.data_dir)
     suite = sf.suite
     if opts.resume:

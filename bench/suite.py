@@ -106,8 +106,8 @@ class Suite(BaseModel):
     )
     description: str = Field("", description="what the suite is for")
     profile: str = Field("embedded", description="role -> model mapping (bench list profiles)")
-    seeds: Annotated[int, AfterValidator(_seed_count)] | list[Annotated[int, AfterValidator(_seed_value)]] = Field(
-        15, description="N (seeds 0..N-1) or an explicit list"
+    seeds: Annotated[int, AfterValidator(_seed_count)] | list[Annotated[int, AfterValidator(_seed_value)]] = (
+        Field(15, description="N (seeds 0..N-1) or an explicit list")
     )
     samples: int = Field(8, ge=1, le=100_000, description="records generated per cell")
     tasks: list[TaskConfig] = Field(..., min_length=1, description="tasks to run")
@@ -197,7 +197,9 @@ class SuiteFile:
     `pruned` holds the locations whose schema errors were reported and that later checks must skip (their
     values were replaced by placeholders so the rest of the suite could still be checked)."""
 
-    def __init__(self, suite: Suite, path: Path, root: yaml.Node | None, pruned: set[tuple[Any, ...]] | None = None):
+    def __init__(
+        self, suite: Suite, path: Path, root: yaml.Node | None, pruned: set[tuple[Any, ...]] | None = None
+    ):
         self.suite = suite
         self.path = path
         self.root = root
@@ -294,7 +296,9 @@ def _prune(data: dict[str, Any], unit: tuple[Any, ...]) -> None:
         data.pop(field, None)
 
 
-def _schema(data: dict[str, Any], path: Path, root: yaml.Node | None) -> tuple[Suite | None, list[Problem], set]:
+def _schema(
+    data: dict[str, Any], path: Path, root: yaml.Node | None
+) -> tuple[Suite | None, list[Problem], set]:
     """Validate; on errors, record each, drop the failing part and validate again, so that one pass
     finds the schema errors of every part and the rest of the suite can still be cross-checked."""
     problems: list[Problem] = []
@@ -318,7 +322,11 @@ def _schema(data: dict[str, Any], path: Path, root: yaml.Node | None) -> tuple[S
                     line = _line(_node_at(root, loc[:-1]))
                     msg = "this key is required"
                 else:
-                    line = _line(_key_node(root, loc) if loc[:1] == ("systems",) and len(loc) == 2 else _node_at(root, loc))
+                    line = _line(
+                        _key_node(root, loc)
+                        if loc[:1] == ("systems",) and len(loc) == 2
+                        else _node_at(root, loc)
+                    )
                 problems.append(Problem(str(path), line or 1, fmt_loc(loc), msg))
             if unit not in pruned:
                 pruned.add(unit)
@@ -329,7 +337,9 @@ def _schema(data: dict[str, Any], path: Path, root: yaml.Node | None) -> tuple[S
     return None, problems, pruned
 
 
-def parse_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> tuple[SuiteFile | None, list[Problem]]:
+def parse_suite(
+    path: str | Path, overrides: dict[str, Any] | None = None
+) -> tuple[SuiteFile | None, list[Problem]]:
     """Read and schema-check a suite. Returns (suite file or None, problems); never raises for bad input."""
     path = Path(path)
     try:
@@ -347,7 +357,9 @@ def parse_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> tu
     if loaded.problems:
         return None, loaded.problems
     if not isinstance(loaded.data, dict):
-        return None, [Problem(str(path), 1, "", "a suite must be a mapping of keys (name, tasks, systems, ...)")]
+        return None, [
+            Problem(str(path), 1, "", "a suite must be a mapping of keys (name, tasks, systems, ...)")
+        ]
     data = {**loaded.data, **(overrides or {})}
     suite, problems, pruned = _schema(data, path, loaded.root)
     if suite is None:
@@ -362,7 +374,16 @@ def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> Sui
     return prepare_suite(path, overrides)
 
 
-__all__ = ["Problem", "Suite", "SuiteFile", "SuiteProblems", "SystemConfig", "TaskConfig", "load_suite", "parse_suite"]
+__all__ = [
+    "Problem",
+    "Suite",
+    "SuiteFile",
+    "SuiteProblems",
+    "SystemConfig",
+    "TaskConfig",
+    "load_suite",
+    "parse_suite",
+]
 
 
 def check_task_name(name: str) -> None:

@@ -44,6 +44,11 @@ def write_generations(gen: Path) -> None:
         (d / f"{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+# anchors nested ten deep, ten uses each: 10**10 values once expanded
+BOMB_ITEMS = "b0: &b0 [x, x, x, x, x, x, x, x, x, x], " + ", ".join(
+    f"b{i}: &b{i} [{', '.join([f'*b{i - 1}'] * 10)}]" for i in range(1, 11)
+)
+
 # (old, new) replacements of the good suite that make it invalid
 BAD = {
     "unknown-type": ("{type: file, params", "{type: fiel, params"),
@@ -60,6 +65,12 @@ BAD = {
     "long-system-name": ("ext2:", "e" * 300 + ":"),
     "bad-expectation": ("ext.parse_rate > 0.5", "ext.parse_rate >> 0.5"),
     "four-at-once": ("samples: 3\n", "sampels: 3\nprofile: embeded\n"),
+    # issue 11, items 5 and 6: refused at load time by all three, before a run could exhaust memory
+    "alias-bomb-in-options": ("n_holdout: 8}", "n_holdout: 8, options: {" + BOMB_ITEMS + "}}"),
+    "recursive-alias": ("n_holdout: 8}", "n_holdout: 8, options: &o {self: *o}}"),
+    "deep-nesting": ("n_holdout: 8}", "n_holdout: 8, options: {k: " + "[" * 1000 + "]" * 1000 + "}}"),
+    "nul-in-system-name": ("ext2:", '"ext\\0":'),
+    "huge-integer": ("samples: 3", "samples: " + "9" * 5000),
 }
 
 
@@ -112,6 +123,22 @@ def test_dry_run_rejects_an_unknown_system_selection_like_run(tmp_path, gen, cap
     d = error_lines(capsys)
     assert main(["run", str(suite), "--systems", "arr", "--out", str(tmp_path / "r"), "--workers", "0"]) == 2
     assert d == error_lines(capsys) and "'arr'" in d[0] and "--systems" in d[0]
+
+
+def test_task_selection_names_concrete_tasks_in_dry_run_and_run(tmp_path, gen, capsys):
+    """With a pattern in the suite, the run selects among the tasks it expands to; the dry run too."""
+    suite = tmp_path / "s.yaml"
+    suite.write_text(
+        good_suite(gen).replace("{name: demo/booking, n_references: 12, n_holdout: 8}", "multiwoz/*")
+    )
+    assert main(["run", str(suite), "--dry-run", "--tasks", "multiwoz/hotel"]) == 0
+    assert "1 task(s) x 2 seed(s)" in capsys.readouterr().out
+    for wanted in ("multiwoz/*", "multiwoz/hotle"):
+        assert main(["run", str(suite), "--dry-run", "--tasks", wanted]) == 2
+        d = error_lines(capsys)
+        out = tmp_path / "r"
+        assert main(["run", str(suite), "--tasks", wanted, "--out", str(out), "--workers", "0"]) == 2
+        assert d == error_lines(capsys) and "--tasks" in d[0] and not out.exists()
 
 
 def test_dry_run_shows_only_the_selected_systems(tmp_path, gen, capsys):

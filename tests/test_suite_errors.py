@@ -144,9 +144,13 @@ def problems_of(tmp_path: Path, text: str):
 def test_every_error_is_reported_in_one_pass_with_file_line_and_key(tmp_path):
     probs = problems_of(tmp_path, FOUR_TYPOS)
     by_key = {p.key: p for p in probs}
-    assert {"sampels", "systems.ar.type", "systems.ar2.params", "systems.ar2.models.generator", "metrics[1]"} <= set(
-        by_key
-    ), [p.render() for p in probs]
+    assert {
+        "sampels",
+        "systems.ar.type",
+        "systems.ar2.params",
+        "systems.ar2.models.generator",
+        "metrics[1]",
+    } <= set(by_key), [p.render() for p in probs]
     assert by_key["sampels"].line == 3 and "did you mean 'samples'" in by_key["sampels"].message
     assert by_key["systems.ar.type"].line == 7 and "did you mean 'ar'" in by_key["systems.ar.type"].message
     assert by_key["systems.ar2.params"].line == 8 and "temprature" in by_key["systems.ar2.params"].message
@@ -177,11 +181,17 @@ def test_schema_and_cross_errors_together_without_false_alarms(tmp_path):
 def test_unknown_model_preset_fails_validate(tmp_path):
     text = GOOD.replace("{type: ar, params: {temperature: 0.7}}", "{type: ar, models: {generator: smolm2}}")
     (p,) = problems_of(tmp_path, text)
-    assert p.key == "systems.ar.models.generator" and p.line == 7 and "unknown model preset 'smolm2'" in p.message
+    assert (
+        p.key == "systems.ar.models.generator"
+        and p.line == 7
+        and "unknown model preset 'smolm2'" in p.message
+    )
 
 
 def test_misspelled_model_role_is_rejected_with_suggestion(tmp_path):
-    text = GOOD.replace("{type: ar, params: {temperature: 0.7}}", "{type: ar, models: {generater: smollm2-135m-instruct}}")
+    text = GOOD.replace(
+        "{type: ar, params: {temperature: 0.7}}", "{type: ar, models: {generater: smollm2-135m-instruct}}"
+    )
     (p,) = problems_of(tmp_path, text)
     assert p.key == "systems.ar.models.generater" and "unknown role 'generater'" in p.message
     assert "did you mean 'generator'" in p.message
@@ -189,7 +199,8 @@ def test_misspelled_model_role_is_rejected_with_suggestion(tmp_path):
 
 def test_inline_model_with_unknown_backend(tmp_path):
     text = GOOD.replace(
-        "{type: ar, params: {temperature: 0.7}}", "{type: ar, models: {generator: {backend: lamacpp, model: x}}}"
+        "{type: ar, params: {temperature: 0.7}}",
+        "{type: ar, models: {generator: {backend: lamacpp, model: x}}}",
     )
     (p,) = problems_of(tmp_path, text)
     assert "unknown backend 'lamacpp'" in p.message and "'llama_cpp'" in p.message

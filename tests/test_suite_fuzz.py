@@ -4,9 +4,11 @@ accepts is then refused by `bench run --dry-run` or by the run itself.
 Suites are built from pieces that are valid, misspelled or hostile (names with NUL, lone surrogates, path
 escapes or 300 characters; huge and negative seeds; unknown tasks; twice-listed tasks; misspelled model
 roles and presets; alias bombs, recursive aliases, deep nesting, 5000-digit integers, YAML dates).
+Each hostile piece is invalid on its own, so the generator knows the answer: a suite with one must be
+refused by `validate` (no invalid suite accepted), and one without must be accepted (no false alarm).
 Accepted suites made only of `file` systems are run for real (no model needed); the others go through
 the run's own planning (`prepare_suite` + `plan_jobs`), which is everything a run does before a model
-loads. Runs in about 20-40 s on a loaded 2-core machine with 200 examples (`FUZZ_EXAMPLES` to change).
+loads. 200 examples take about 10 s of CPU (`FUZZ_EXAMPLES` to change).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import signal
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from bench.cli import main
@@ -46,76 +49,106 @@ FILE_PATH = f"{GEN.as_posix()}/{{task_dir}}/{{seed}}.jsonl"
 
 q = json.dumps  # a JSON string literal is a valid YAML double-quoted scalar (escapes included)
 
-names = st.sampled_from(
-    ["fz", "fz-1", "a.b", "../../escaped", "/tmp/abs", "x/y", "..", "n" * 300, "t\0", "t\udc80", "", "ok name"]
-)
-system_names = st.sampled_from(["ext", "ext2", "a-b_c", "e" * 300, "bad name", "x\0", "s\udc80", "dup"])
-seeds = st.one_of(
-    st.integers(-3, 4),
-    st.sampled_from([10**12, -(10**30), 10**100]),
-    st.lists(st.integers(-2, 5), max_size=4),
-    st.just("many"),
-)
-task_names = st.sampled_from(
-    [
-        "demo/booking",
-        "demo/booking",
-        "dmo/booking",
-        "superni/task_nope",
-        "superni",
-        "multiwoz/hotel",
-        "superni/task1192_food_flavor_profile",
-        "multiwoz/*",
-        "nomatch/*",
-    ]
-)
-task_entries = st.fixed_dictionaries(
-    {"name": task_names},
-    optional={
-        "n_references": st.sampled_from([1, 4, 8, 0, -1, 10**40]),
-        "n_holdout": st.sampled_from([2, 8, 0]),
-        "split_seed": st.sampled_from([0, 1, -1, 10**30]),
-        "options": st.sampled_from([{}, {"bogus": 1}, {"all_outputs": True}]),
-        "nmae": st.just("x"),
-    },
-)
-presets = st.sampled_from(["smollm2-135m-instruct", "smolm2", "minilm-l6-v2", {"backend": "lamacpp", "model": "x"}])
-roles = st.sampled_from(["generator", "generater", "dlm", "judge", "embeder"])
-system_cfgs = st.one_of(
-    st.fixed_dictionaries(
-        {"type": st.just("file"), "params": st.sampled_from([{"path": FILE_PATH}, {"pth": "x"}, {}])},
-        optional={"models": st.dictionaries(roles, presets, max_size=2), "description": st.just("d")},
+# Each part of a suite is drawn valid or hostile. Every HOSTILE value is invalid on its own, and every
+# VALID combination is a suite a run accepts; that is the oracle: a suite with a hostile part must be
+# refused by `validate`, and one without must be accepted (and then accepted by the dry run and the run).
+# A handful of parts at most are hostile in one suite, so that about half the suites are valid.
+VALID = {
+    "name": st.sampled_from(["fz", "fz-1", "a.b", "ok name"]),
+    "seeds": st.one_of(st.integers(1, 3), st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True)),
+    "samples": st.integers(1, 3),
+    "task": st.sampled_from(
+        [
+            {"name": "demo/booking", "n_references": 8, "n_holdout": 8},
+            {"name": "demo/booking"},
+            "demo/booking",  # a task may be a plain name
+            {"name": "multiwoz/hotel", "n_references": 4, "n_holdout": 4, "split_seed": 3},
+            {
+                "name": "superni/task1192_food_flavor_profile",
+                "n_references": 4,
+                "options": {"all_outputs": True},
+            },
+        ]
     ),
-    st.fixed_dictionaries(
-        {"type": st.sampled_from(["ar", "llada", "fiel", "aod"])},
-        optional={
-            "params": st.sampled_from([{}, {"temperature": 0.5}, {"temprature": 1}, {"max_tokens": -5}]),
-            "models": st.dictionaries(roles, presets, max_size=2),
-            "typ": st.just("x"),
-        },
+    "system": st.one_of(
+        st.fixed_dictionaries(
+            {"type": st.just("file"), "params": st.just({"path": FILE_PATH})},
+            optional={
+                "models": st.dictionaries(
+                    st.sampled_from(["generator", "judge"]), st.just("smollm2-135m-instruct"), max_size=1
+                ),
+                "description": st.just("d"),
+            },
+        ),
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["ar", "llada"])},
+            optional={"params": st.sampled_from([{}, {"temperature": 0.5}])},
+        ),
     ),
-)
-metric_lists = st.lists(st.sampled_from(["parse_rate", "schema_valid", "tsr", "schema_vlaid"]), max_size=3)
-expects = st.lists(
-    st.sampled_from(["ext.parse_rate > 0.1", "ext.parse_rate >> 1", "nope.tsr > 0", "ext.bleu > 0", "ext.seconds > 0"]),
-    max_size=2,
-)
-hostile = st.sampled_from(
-    [
-        None,
-        None,
-        None,
-        "bomb",
-        "recursive",
-        "deep",
-        "bigint",
-        "date",
-        "unknown_key",
-        "not_mapping",
-        "bad_yaml",
-        "nan",
-    ]
-)
+    "metrics": st.lists(st.sampled_from(["parse_rate", "schema_valid", "tsr"]), max_size=3, unique=True),
+}
+HOSTILE = {
+    "name": st.sampled_from(
+        ["../../escaped", "/tmp/abs", "x/y", "..", ".h", "n" * 300, "t\0", "t\udc80", ""]
+    ),
+    "seeds": st.one_of(
+        st.integers(-3, 0),
+        st.sampled_from([10**12, -(10**30), 10**99, [0, 0], [-1], [], [2**32]]),
+        st.just("many"),
+    ),
+    "samples": st.sampled_from([0, -4, 10**9, "x", 1.5]),
+    "task": st.one_of(
+        st.fixed_dictionaries(
+            {"name": st.sampled_from(["dmo/booking", "superni/task_nope", "superni", "nomatch/*"])}
+        ),
+        st.sampled_from(
+            [
+                {"name": "demo/booking", "n_references": 0},
+                {"name": "demo/booking", "n_references": 10**40},
+                {"name": "demo/booking", "split_seed": -1},
+                {"name": "demo/booking", "options": {"bogus": 1}},
+                {"name": "demo/booking", "nmae": "x"},
+                {"nmae": "demo/booking"},
+                7,
+            ]
+        ),
+    ),
+    "system": st.sampled_from(
+        [
+            {"type": "fiel"},
+            {"type": "file", "params": {"pth": "x"}},
+            {"type": "file"},
+            {"type": "ar", "params": {"temprature": 1}},
+            {"type": "ar", "params": {"max_tokens": -5}},
+            {"type": "ar", "typ": "x"},
+            {"type": "ar", "models": {"generater": "smollm2-135m-instruct"}},
+            {"type": "ar", "models": {"generator": "smolm2"}},
+            {"type": "ar", "models": {"generator": {"backend": "lamacpp", "model": "x"}}},
+            {"type": "ar", "models": {"embeder": "minilm-l6-v2"}},
+            {"type": "ar", "models": {"generator": 7}},
+            "ar",
+        ]
+    ),
+    "system_name": st.sampled_from(["e" * 300, "bad name", "x\0", "s\udc80", ""]),
+    "metrics": st.sampled_from([["schema_vlaid"], "parse_rate", [1]]),
+    "expect": st.sampled_from([["ext.parse_rate >> 1"], ["nope.tsr > 0"], ["ext.bleu > 0"], "ext.tsr > 0"]),
+    "yaml": st.sampled_from(
+        [
+            "bomb",
+            "recursive",
+            "deep",
+            "bigint",
+            "date",
+            "unknown_key",
+            "not_mapping",
+            "bad_yaml",
+            "nan",
+            "dup_task",
+            "dup_pattern",
+        ]
+    ),
+}
+PARTS = ["name", "seeds", "samples", "task", "system", "system_name", "metrics", "expect", "yaml"]
 
 
 def bomb() -> str:
@@ -126,23 +159,44 @@ def bomb() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _task_name(t: object) -> object:
+    return t if isinstance(t, str) else t["name"]  # type: ignore[index]
+
+
 @st.composite
-def suites(draw) -> str:
-    lines = [f"name: {q(draw(names))}"]
-    s = draw(seeds)
-    lines.append(f"seeds: {q(s) if not isinstance(s, int) or abs(s) < 10**15 else s}")
-    lines.append(f"samples: {draw(st.sampled_from([1, 2, 3, 0, -4]))}")
-    tasks = draw(st.lists(task_entries, min_size=1, max_size=3))
+def suites(draw) -> tuple[str, bool]:
+    """(suite text, whether it holds a hostile part and so must be refused)."""
+    bad = set(draw(st.lists(st.sampled_from(PARTS), max_size=draw(st.sampled_from([0, 0, 1, 1, 2, 3])))))
+
+    def part(name: str):
+        return draw(HOSTILE[name]) if name in bad else draw(VALID[name])
+
+    lines = [f"name: {q(part('name'))}"]
+    seeds = part("seeds")
+    lines.append(f"seeds: {seeds if isinstance(seeds, int) else q(seeds)}")
+    lines.append(f"samples: {q(part('samples'))}")
+    tasks = [draw(VALID["task"])] + ([part("task")] if "task" in bad or draw(st.booleans()) else [])
+    if "task" not in bad:
+        tasks = list({_task_name(t): t for t in tasks}.values())  # valid suites list a task once
     lines.append("tasks:")
     lines += [f"  - {q(t)}" for t in tasks]
-    systems = draw(st.lists(st.tuples(system_names, system_cfgs), min_size=1, max_size=3))
+    systems = [("ext", draw(VALID["system"]))]
+    if "system" in bad:
+        systems.append(("ext2", part("system")))
+    if "system_name" in bad:
+        systems.append((draw(HOSTILE["system_name"]), draw(VALID["system"])))
     lines.append("systems:")
     lines += [f"  {q(n)}: {q(c)}" for n, c in systems]
-    if draw(st.booleans()):
-        lines.append(f"metrics: {q(draw(metric_lists))}")
-    lines.append(f"expect: {q(draw(expects))}")
+    metrics = part("metrics")
+    lines.append(f"metrics: {q(metrics)}")
+    if "expect" in bad:
+        expect = draw(HOSTILE["expect"])
+    else:  # valid expectations name a computed metric, or one the runner derives from usage
+        computed = (metrics if isinstance(metrics, list) and "metrics" not in bad else []) + ["seconds"]
+        expect = draw(st.lists(st.sampled_from([f"ext.{m} >= 0" for m in computed]), max_size=2))
+    lines.append(f"expect: {q(expect)}")
     text = "\n".join(lines) + "\n"
-    kind = draw(hostile)
+    kind = draw(HOSTILE["yaml"]) if "yaml" in bad else None
     if kind == "bomb":
         text += bomb()
     elif kind == "recursive":
@@ -158,10 +212,16 @@ def suites(draw) -> str:
     elif kind == "not_mapping":
         text = "- " + text.replace("\n", "\n  ")
     elif kind == "bad_yaml":
-        text += "expect: [unclosed\n"
+        text += "timeout_s: [unclosed\n"
     elif kind == "nan":
         text += "timeout_s: .nan\n"
-    return text
+    elif kind == "dup_task":  # the same task twice with different options (issue 11, item 2)
+        text = text.replace(
+            "tasks:\n", "tasks:\n  - {name: demo/booking, n_references: 2}\n  - {name: demo/booking}\n", 1
+        )
+    elif kind == "dup_pattern":  # a pattern that expands to a task listed explicitly
+        text = text.replace("tasks:\n", "tasks:\n  - {name: multiwoz/hotel}\n  - {name: multiwoz/*}\n", 1)
+    return text, bool(bad)
 
 
 def cli(argv: list[str]) -> tuple[int, str]:
@@ -181,6 +241,7 @@ def _alarm(signum, frame):  # noqa: ARG001
     raise Hang(f"one fuzzed suite took more than {HANG_S} s")
 
 
+@pytest.mark.slow  # ~10 s of CPU for 200 examples; 40-60 s of wall time on a loaded 2-core machine
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -188,24 +249,27 @@ def _alarm(signum, frame):  # noqa: ARG001
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     database=None,
 )
-@given(text=suites())
-def test_fuzzed_suites(text: str) -> None:
+@given(case=suites())
+def test_fuzzed_suites(case: tuple[str, bool]) -> None:
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(HANG_S)
     try:
-        _check_one(text)
+        _check_one(*case)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
 
 
-def _check_one(text: str) -> None:
+def _check_one(text: str, hostile: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "suite.yaml"
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
         rc, err = cli(["validate", str(path)])
         assert rc in (0, 2), (rc, err)
+        # the oracle: every hostile part is invalid on its own, every valid combination is runnable
+        assert rc == (2 if hostile else 0), ("accepted an invalid suite" if hostile else err, text)
         if rc == 2:
+            event("refused by validate")
             assert err.startswith("error: "), err
             lines = err.strip().splitlines()
             assert all(ln.startswith("error: ") for ln in lines), err
@@ -218,12 +282,27 @@ def _check_one(text: str) -> None:
         from bench.runner import RunOptions, plan_jobs
 
         sf = prepare_suite(path)
-        if all(cfg.type == "file" for cfg in sf.suite.systems.values()) and len(sf.suite.seed_list()) <= 3:
-            os.environ["BENCH_NO_HTML"] = "1"
-            rc_run, err_run = cli(
-                ["run", str(path), "--out", str(Path(tmp) / "run"), "--workers", "0", "--no-progress", "--no-cache"]
-            )
-            assert rc_run in (0, 1), (text, err_run)  # 1 = an expectation or a cell failed: a result
+        cheap = {"parse_rate", "schema_valid", "tsr"}  # metrics that load no model
+        if (
+            all(cfg.type == "file" for cfg in sf.suite.systems.values())
+            and set(sf.suite.metric_list()) <= cheap
+            and len(sf.suite.seed_list()) * len(sf.suite.tasks) <= 6
+        ):
+            saved = os.environ.get("BENCH_NO_HTML")
+            os.environ["BENCH_NO_HTML"] = "1"  # the report page is not what this test is about
+            try:
+                rc_run, err_run = cli(
+                    ["run", str(path), "--out", str(Path(tmp) / "run"), "--workers", "0"]
+                    + ["--no-progress", "--no-cache"]
+                )
+            finally:
+                if saved is None:
+                    os.environ.pop("BENCH_NO_HTML", None)
+                else:
+                    os.environ["BENCH_NO_HTML"] = saved
+            assert rc_run in (0, 1), (text, err_run)
+            event("accepted, then run for real")  # 1 = an expectation or a cell failed: a result
         else:
             jobs, _, _ = plan_jobs(sf, Path(tmp) / "run", RunOptions(use_cache=False, progress=False))
             assert jobs
+            event("accepted, then planned by the runner")
