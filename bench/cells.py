@@ -142,6 +142,7 @@ def execute_cell(job: CellJob) -> CellOutcome:
         hits0, misses0 = ctx.cache_counts()
         result = system.generate(spec, job.samples, job.key.seed, ctx)
         gen_seconds = time.perf_counter() - t0
+        generation_roles = list(ctx.roles_used)  # before scoring adds the embedder/scorer roles
         from metrics.scoring import score_cell
 
         score = score_cell(result.samples, spec, job.metrics, ctx)
@@ -149,7 +150,7 @@ def execute_cell(job: CellJob) -> CellOutcome:
         values.update(efficiency_metrics(result, gen_seconds))
         hits, misses = ctx.cache_counts()
         usage = result.usage.to_json()
-        usage.update(cache_hits=hits - hits0, cache_misses=misses - misses0)
+        usage.update(cache_hits=hits - hits0, cache_misses=misses - misses0, roles=generation_roles)
         record.update(
             status="ok",
             finished=time.time(),

@@ -61,12 +61,15 @@ class BenchContext:
     cache_dir: Path
     call_cache: CallCache | None = None
     _cached: dict[str, CachedBackend] = field(default_factory=dict, repr=False)
+    roles_used: list[str] = field(default_factory=list)  # roles asked for, in order (reports show these)
 
     @property
     def profile_name(self) -> str:
         return self.profile.name
 
     def model_spec(self, role: str) -> JSON:
+        if role not in self.roles_used:
+            self.roles_used.append(role)
         return self.profile.spec(role)
 
     def backend(self, role: str, task: TaskSpec | None = None) -> CachedBackend:

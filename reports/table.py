@@ -251,7 +251,9 @@ class RunSource:
         prov = f"{self.describe()}: macro mean over {scope}; {st.n} seed(s)"
         if n_failed:
             prov += f", {n_failed} failed cell(s) left out"
-        return TableCell(st.mean, st.std, st.n, st.t_interval(), seeds, prov)
+        from reports.aggregate import metric_bounds
+
+        return TableCell(st.mean, st.std, st.n, st.bounded_interval(metric_bounds(metric)), seeds, prov)
 
 
 class ResultsFileSource:

@@ -67,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     result = run_suite(args.suite, overrides, opts)
-    if result.report_md:
-        print(result.report_md)
+    if result.report_md:  # report.md is written; the terminal gets the same content without Markdown
+        from reports.terminal import render_report_text
+
+        print(render_report_text(result.run_dir))
     for f in result.failed_cells:
         print(f"FAILED cell {f.key.label()}: {f.error}")
     for e in result.expectations:
