@@ -186,6 +186,39 @@ def throughput_vs_tsr(run_dir: Path | str, df: pd.DataFrame, base: Path) -> list
     return _save(fig, base)
 
 
+def fidelity_privacy(df: pd.DataFrame, base: Path) -> list[Path]:
+    """One point per system: distribution fidelity (marginal_fidelity, else mauve) against the DCR
+    share of records closer to a reference than to the holdout (0.5 ideal; 1.0: copies)."""
+    from reports.aggregate import system_stats
+
+    stats = system_stats(df)
+    fid_metric = next((m for m in ("marginal_fidelity", "mauve") if any(k[1] == m for k in stats)), None)
+    if fid_metric is None:
+        return []
+    systems = [
+        s
+        for (s, m) in stats
+        if m == fid_metric and (s, "dcr_share_closer_to_train") in stats and stats[(s, m)][0].n
+    ]
+    systems = [s for s in dict.fromkeys(systems) if stats[(s, "dcr_share_closer_to_train")][0].n]
+    if not systems:
+        return []
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(4.8, 4.0))
+    for s in systems:
+        x, y = stats[(s, "dcr_share_closer_to_train")][0], stats[(s, fid_metric)][0]
+        xerr = 0.0 if math.isnan(x.sem) else x.sem
+        yerr = 0.0 if math.isnan(y.sem) else y.sem
+        ax.errorbar(x.mean, y.mean, xerr=xerr, yerr=yerr, fmt="o", capsize=3)
+        ax.annotate(s, (x.mean, y.mean), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    ax.axvline(0.5, color="#888", linestyle="--", linewidth=1)
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel("DCR: share of records closer to a reference than to the holdout (0.5 ideal)")
+    ax.set_ylabel(f"{fid_metric} (share 0\u20131, higher is better)")
+    ax.set_title("Fidelity against privacy", fontsize=10)
+    return _save(fig, base)
+
+
 def plot_caption(name: str) -> tuple[str, str]:
     """(title, one-line caption) of a plot by its name in `write_plots`' result."""
     from reports.aggregate import INTERVAL_NOTE, metric_bounds
@@ -216,6 +249,11 @@ _CAPTIONS = {
         "Throughput against task success",
         "Records per second (log scale) against TSR, macro means per system: the cost of quality.",
     ),
+    "fidelity_privacy": (
+        "Fidelity against privacy",
+        "Distribution fidelity (marginal_fidelity, else MAUVE) against the share of records closer to a "
+        "reference than to the holdout (DCR; 0.5 ideal, 1.0: copies), macro means, \u00b11 s.e.",
+    ),
 }
 
 
@@ -236,6 +274,7 @@ def write_plots(run_dir: Path | str, df: pd.DataFrame | None = None) -> dict[str
         ("similarity_diversity", similarity_diversity(df, out_dir / "similarity_diversity")),
         ("reward_curves", reward_curves(run_dir, out_dir / "reward_curves")),
         ("throughput_vs_tsr", throughput_vs_tsr(run_dir, df, out_dir / "throughput_vs_tsr")),
+        ("fidelity_privacy", fidelity_privacy(df, out_dir / "fidelity_privacy")),
     ):
         if files:
             plots[name] = files

@@ -303,8 +303,33 @@ class ResultsFileSource:
 
 # --------------------------------------------------------------------------------------- building
 def default_spec(source: TableSource, name: str = "main") -> TableSpec:
-    """All systems as rows, all metrics as columns: the table a suite without `tables:` gets."""
-    return TableSpec(name=name, rows=source.systems() or [], columns=source.metrics() or ["tsr"])
+    """All systems as rows, all metrics as columns: the table a suite without `tables:` gets. The
+    synthetic-data quality metrics have a table of their own (`quality_spec`)."""
+    quality = set(_quality_metrics())
+    columns = [m for m in source.metrics() if m not in quality]
+    return TableSpec(name=name, rows=source.systems() or [], columns=columns or source.metrics() or ["tsr"])
+
+
+def _quality_metrics() -> list[str]:
+    try:
+        from metrics.registry import QUALITY_METRICS
+    except ImportError:  # reports render published results without the metrics package
+        return []
+    return list(QUALITY_METRICS)
+
+
+def quality_spec(source: TableSource) -> TableSpec | None:
+    """The "quality" table (distribution fidelity, privacy, utility) when the run scored any of them."""
+    present = set(source.metrics())
+    columns = [m for m in _quality_metrics() if m in present]
+    if not columns:
+        return None
+    return TableSpec(
+        name="quality",
+        caption="Synthetic-data quality: distribution fidelity, privacy and utility",
+        rows=source.systems() or [],
+        columns=columns,
+    )
 
 
 def build_table(spec: TableSpec, source: TableSource) -> Table:
@@ -395,6 +420,9 @@ def tables_for_run(run_dir: Path | str, names: list[str] | None = None) -> list[
     source = RunSource(run_dir)
     suite = source.manifest.get("suite") or {}
     specs = parse_tables(suite.get("tables")) or [default_spec(source)]
+    quality = quality_spec(source)
+    if quality is not None and all(sp.name != "quality" for sp in specs):
+        specs.append(quality)
     tables = []
     all_tasks = list(dict.fromkeys(source.df["task"].tolist()))
     for spec in _select(specs, names):
