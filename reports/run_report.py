@@ -60,10 +60,13 @@ def build_run_report(run_dir: Path | str) -> Document:
             doc.add(Heading("Efficiency and other values (per system and task)"))
             doc.add(cell_table(cells, pairs, other))
 
-    if pairs and suite.get("tables"):
+    if pairs:
         from reports.table import tables_for_run
 
-        for table in tables_for_run(run_dir):
+        # the suite's own tables; without any, the per-system table above is the main one and only the
+        # synthetic-data quality table (when the run scored those metrics) is added
+        tables = [t for t in tables_for_run(run_dir) if suite.get("tables") or t.name == "quality"]
+        for table in tables:
             doc.add(Heading(f"Table {table.name}"))
             doc.add(table_block(table))
             doc.add(Paragraph(" ".join(table.notes)))

@@ -208,3 +208,39 @@ def test_header_lists_only_the_roles_a_system_used(tmp_path):
     assert "generator=smollm2-135m" in line_ar and "dlm" not in line_ar
     assert "dlm=embedded-mdlm" in line_llada and "generator" not in line_llada
     assert "scoring models" in text and "embedder=minilm" in text
+
+
+def test_quality_metrics_get_their_own_table_and_plot(tmp_path):
+    from reports.latex import render_table_latex
+    from reports.table import tables_for_run
+
+    run = write_run(
+        tmp_path / "q",
+        {
+            ("ar", "multiwoz/train"): {
+                "tsr": [0.5, 0.6],
+                "marginal_fidelity": [0.7, 0.8],
+                "dcr_share_closer_to_train": [0.6, 0.7],
+                "near_copy_rate": [0.1, 0.0],
+            },
+            ("llada", "multiwoz/train"): {
+                "tsr": [0.2, 0.3],
+                "marginal_fidelity": [0.5, 0.6],
+                "dcr_share_closer_to_train": [0.9, 0.95],
+                "near_copy_rate": [0.5, 0.4],
+            },
+        },
+    )
+    tables = {t.name: t for t in tables_for_run(run)}
+    assert set(tables) == {"main", "quality"}
+    assert [c.key for c in tables["main"].columns] == ["tsr"]
+    assert [c.key for c in tables["quality"].columns] == [
+        "marginal_fidelity",
+        "dcr_share_closer_to_train",
+        "near_copy_rate",
+    ]
+    assert "marginal\\_fidelity" in render_table_latex(tables["quality"])
+    assert "Table quality" in render_report_md(run)
+    plots = write_plots(run)
+    assert "fidelity_privacy" in plots
+    assert plot_caption("fidelity_privacy")[0] == "Fidelity against privacy"
