@@ -30,7 +30,7 @@ def cell_hash(system: JSON, roles: JSON, task: JSON, fingerprint: str, seed: int
             "v": CELL_HASH_VERSION,
             "code": __version__,
             "system": system,
-            "roles": roles,
+            "roles": {r: _identity_of(spec) for r, spec in roles.items()},
             "task": task,
             "data": fingerprint,
             "seed": seed,
@@ -38,6 +38,17 @@ def cell_hash(system: JSON, roles: JSON, task: JSON, fingerprint: str, seed: int
         },
         32,
     )
+
+
+#: Keys of a resolved model spec that say where a cell runs, not what it produces.
+PLACEMENT_KEYS = ("resources",)
+
+
+def _identity_of(spec: Any) -> Any:
+    """A model spec without its placement keys: a GPU request must not change a cell's identity."""
+    if isinstance(spec, dict):
+        return {k: v for k, v in spec.items() if k not in PLACEMENT_KEYS}
+    return spec
 
 
 @dataclass

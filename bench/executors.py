@@ -107,23 +107,10 @@ class ProcessPool:
 
 
 def run_ray(jobs: Iterable[CellJob], on_done: OnDone, workers: int) -> None:
-    """Each cell is one Ray task; `ray.init()` joins RAY_ADDRESS when set, else starts a local cluster."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise BenchError("--executor ray needs the ray extra: pip install 'aod-bench[ray]'") from exc
-    if not ray.is_initialized():
-        ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(execute_cell)
-    pending = {remote.remote(job): job for job in jobs}
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        for ref in done:
-            job = pending.pop(ref)
-            try:
-                on_done(ray.get(ref))
-            except Exception as exc:  # ray task died
-                on_done(record_failure(job, f"ray task failed: {exc}", 0.0))
+    """Each cell is one Ray task (bench.ray_executor)."""
+    from bench.ray_executor import run_ray as run
+
+    run(jobs, on_done, workers)
 
 
 def run_jobs(jobs: list[CellJob], on_done: OnDone, executor: str = "local", workers: int = 1) -> None:
