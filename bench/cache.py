@@ -104,7 +104,9 @@ class CallCache:
         with self._lock:
             if not self.path.exists() or not self._still_corrupt():
                 return
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+            aside = self.path.with_name(
+                f"{self.path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+            )
             os.replace(self.path, aside)
             for suffix in ("-wal", "-shm"):
                 side = Path(f"{self.path}{suffix}")

@@ -33,7 +33,11 @@ class RunLocked(BenchError):
 
 def _holder_text(info: dict[str, Any]) -> str:
     started = info.get("started")
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if isinstance(started, int | float) else "?"
+    when = (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
+        if isinstance(started, int | float)
+        else "?"
+    )
     return f"pid {info.get('pid', '?')} on host {info.get('host', '?')}, started {when}"
 
 

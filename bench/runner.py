@@ -268,7 +268,10 @@ def _run_locked(
             outcomes.append(rescored or CellOutcome(job.key, "skipped"))
         else:
             if check.state == "damaged":
-                print(f"resume: cell {job.key.label()} is damaged ({check.reason}); running it again", file=sys.stderr)
+                print(
+                    f"resume: cell {job.key.label()} is damaged ({check.reason}); running it again",
+                    file=sys.stderr,
+                )
             todo.append(job)
     if skipped:
         print(f"resume: {skipped} finished cell(s) skipped, {len(todo)} to run", file=sys.stderr)

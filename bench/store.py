@@ -276,7 +276,9 @@ class RunStore:
             except OSError as exc:
                 return CellCheck("damaged", f"{name} is not readable ({exc})", rec)
             if actual != digest:
-                return CellCheck("damaged", f"{name} does not match its digest in cell.json (truncated?)", rec)
+                return CellCheck(
+                    "damaged", f"{name} does not match its digest in cell.json (truncated?)", rec
+                )
         try:
             if not isinstance(read_json(d / "metrics.json"), dict):
                 return CellCheck("damaged", "metrics.json is not a JSON object", rec)

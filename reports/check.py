@@ -251,7 +251,9 @@ def render_check(results: list[CheckResult], *, k: float, floor: float, verbose:
         arrow = _ARROW.get(r.better or "", " ")
         word = {"fail": "FAIL", "pass": "ok  ", "skip": "skip"}[r.status]
         if r.metric == "cells" and r.better is None and math.isnan(r.baseline_mean):
-            lines.append(f"{word} {r.name}  (ok seeds: {r.baseline_n} in the baseline -> {r.current_n})  {r.reason}")
+            lines.append(
+                f"{word} {r.name}  (ok seeds: {r.baseline_n} in the baseline -> {r.current_n})  {r.reason}"
+            )
             continue
         sem = "" if math.isnan(r.baseline_sem) else f" = {k:g} x s.e. {r.baseline_sem:.3g}"
         floor_txt = f", floor {floor:g}" if floor else ""

@@ -117,6 +117,9 @@ class FileSystem:
             path, limit=n, max_bytes=self.params.max_bytes, max_line_bytes=self.params.max_line_bytes
         )
         trace: list = [{"event": "read", "path": str(path), "lines": len(samples), "requested": n}]
-        trace += [{"event": "input_error", "index": s.index, "error": s.meta["input_error"]}
-                  for s in samples if "input_error" in s.meta]
+        trace += [
+            {"event": "input_error", "index": s.index, "error": s.meta["input_error"]}
+            for s in samples
+            if "input_error" in s.meta
+        ]
         return GenerationResult(samples=samples, trace=trace, usage=Usage())

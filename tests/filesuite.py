@@ -24,7 +24,9 @@ def generation_rows(seed: int, n: int = 8) -> list[dict[str, Any]]:
     spec = load_task("demo/booking", n_references=12, n_holdout=8)
     kinds = [
         lambda i: {"record": dict(spec.holdout[(seed + i) % len(spec.holdout)])},
-        lambda i: {"text": "```json\n" + json.dumps(spec.holdout[(seed + i + 3) % len(spec.holdout)]) + "\n```"},
+        lambda i: {
+            "text": "```json\n" + json.dumps(spec.holdout[(seed + i + 3) % len(spec.holdout)]) + "\n```"
+        },
         lambda i: {"text": '{"broken": '},
         lambda i: {"record": {"unexpected": i}},
     ]
@@ -40,7 +42,9 @@ def write_generations(gen_dir: Path, seeds: list[int], n: int = 8) -> None:
         (d / f"{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in generation_rows(seed, n)))
 
 
-def suite_text(gen_dir: Path, *, seeds: int = 2, samples: int = 8, extra: str = "", name: str = "store") -> str:
+def suite_text(
+    gen_dir: Path, *, seeds: int = 2, samples: int = 8, extra: str = "", name: str = "store"
+) -> str:
     return f"""\
 name: {name}
 seeds: {seeds}

@@ -10,10 +10,10 @@ import sqlite3
 from dataclasses import replace
 
 import pytest
+from filesuite import make_suite, run, stable_metrics
 
 from bench.cache import CachedBackend, CallCache
 from bench.types import Completion, GenerationRequest, SamplingParams
-from filesuite import make_suite, run, stable_metrics
 
 REQ = GenerationRequest.chat("hello", SamplingParams(temperature=0.7), seed=1, sample_index=0)
 

@@ -65,8 +65,14 @@ def test_malformed_baseline_is_a_clear_error(tmp_path, baseline, capsys, case):
     assert str(bad) in err and where in err
 
 
-@pytest.mark.parametrize("text", ["[]", '{"format": "aod-bench-baseline", "version": "x", "entries": []}',
-                                  '{"format": "aod-bench-baseline", "version": 1, "entries": {"a": 1}}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[]",
+        '{"format": "aod-bench-baseline", "version": "x", "entries": []}',
+        '{"format": "aod-bench-baseline", "version": 1, "entries": {"a": 1}}',
+    ],
+)
 def test_baseline_of_the_wrong_shape_is_a_clear_error(tmp_path, capsys, text):
     bad = tmp_path / "bad.json"
     bad.write_text(text)

@@ -11,10 +11,10 @@ import errno
 import os
 
 import pytest
+from filesuite import make_suite, run, stable_metrics
 
 from bench.cli import main
 from bench.store import DiskFullError
-from filesuite import make_suite, run, stable_metrics
 
 
 def _full_under(monkeypatch: pytest.MonkeyPatch, fragment: str) -> None:

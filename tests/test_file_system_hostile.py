@@ -11,11 +11,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from filesuite import bench
 
 from bench.cli import main
 from bench.store import RunStore, read_jsonl
 from bench.tasks import load_task
-from filesuite import bench
 
 DATA = Path("/work/shared/datasets")
 
@@ -113,7 +113,9 @@ def test_latin1_seed_tasks_is_a_clear_error_in_run_and_score(tmp_path):
         "name: l1\nseeds: 1\nsamples: 1\ntasks:\n  - {name: self_instruct}\n"
         'systems:\n  ext: {type: file, params: {path: "/nonexistent"}}\nmetrics: [parse_rate]\n'
     )
-    p = bench(tmp_path, "run", str(suite), "--data-dir", str(data), "--out", str(tmp_path / "run"), "--no-progress")
+    p = bench(
+        tmp_path, "run", str(suite), "--data-dir", str(data), "--out", str(tmp_path / "run"), "--no-progress"
+    )
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert want in p.stderr
     samples = tmp_path / "s.jsonl"

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from filesuite import ROOT, bench_cmd, bench_env, make_suite, run, stable_metrics
 
 from bench.errors import BenchError
-from filesuite import ROOT, bench_cmd, bench_env, make_suite, run, stable_metrics
 
 
 def _blocking_suite(tmp_path: Path) -> Path:
@@ -69,8 +69,9 @@ def test_a_held_run_refuses_a_second_run_and_a_second_resume(tmp_path):
     (tmp_path / "gen/demo__booking/1.jsonl").write_text((tmp_path / "gen/demo__booking/0.jsonl").read_text())
     res = run(suite, tmp_path, resume=str(run_dir))
     assert res.ok and res.skipped == 1
-    assert json.loads((run_dir / "cells/ext/demo__booking/seed-1/metrics.json").read_text())["parse_rate"] == (
-        stable_metrics(run_dir)["cells/ext/demo__booking/seed-0"]["parse_rate"]
+    assert (
+        json.loads((run_dir / "cells/ext/demo__booking/seed-1/metrics.json").read_text())["parse_rate"]
+        == (stable_metrics(run_dir)["cells/ext/demo__booking/seed-0"]["parse_rate"])
     )
 
 

@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 
 import pytest
+from filesuite import bench, cell_files, make_suite, run, stable_metrics
 
 from bench.cli import main
 from bench.store import RunStore
-from filesuite import bench, cell_files, make_suite, run, stable_metrics
 
 
 class _Killed(BaseException):

@@ -11,9 +11,8 @@ import signal
 import time
 from pathlib import Path
 
-from test_run_lock import _start, _wait_for
-
 from filesuite import make_suite
+from test_run_lock import _start, _wait_for
 
 
 def _hanging_run(tmp_path: Path):
@@ -21,7 +20,9 @@ def _hanging_run(tmp_path: Path):
     fifo = tmp_path / "gen" / "demo__booking" / "0.jsonl"
     fifo.unlink()
     os.mkfifo(fifo)
-    proc = _start(tmp_path, "run", str(suite), "--out", str(tmp_path / "run"), "--workers", "1", "--no-progress")
+    proc = _start(
+        tmp_path, "run", str(suite), "--out", str(tmp_path / "run"), "--workers", "1", "--no-progress"
+    )
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
     _wait_for(lambda: children.exists() and children.read_text().split())
     worker = int(children.read_text().split()[0])

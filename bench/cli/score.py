@@ -215,9 +215,8 @@ def run_score(args: argparse.Namespace) -> int:
 
 
 def run_rescore(args: argparse.Namespace) -> int:
-    from bench.store import RunStore
-
     from bench.runlock import RunLock
+    from bench.store import RunStore
 
     store = RunStore(args.run_dir)
     if not store.exists():
