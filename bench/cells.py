@@ -16,7 +16,7 @@ from typing import Any
 
 from bench import __version__
 from bench.hashing import stable_hash
-from bench.store import CellKey, RunStore
+from bench.store import CellKey, DiskFullError, RunStore
 from bench.types import JSON, GenerationResult, TaskSpec
 
 # Bump when the meaning of a cell hash changes (what goes into it, or how a cell is produced).
@@ -73,7 +73,7 @@ class CellJob:
 @dataclass
 class CellOutcome:
     key: CellKey
-    status: str  # ok | failed | skipped
+    status: str  # ok | failed | skipped | aborted (the store could not be written: the run stops)
     metrics: dict[str, float] = field(default_factory=dict)
     error: str | None = None
     n_samples: int = 0
@@ -189,6 +189,8 @@ def execute_cell(job: CellJob) -> CellOutcome:
             hits - hits0,
             misses - misses0,
         )
+    except DiskFullError as exc:  # not the cell's fault: stop the run, leave the cell unfinished
+        return CellOutcome(job.key, "aborted", {}, str(exc), 0, time.perf_counter() - t0)
     except Exception as exc:  # a failed cell is data, not a crash of the run
         reason = f"{type(exc).__name__}: {exc}"
         record.update(
@@ -198,7 +200,12 @@ def execute_cell(job: CellJob) -> CellOutcome:
             finished=time.time(),
             seconds=time.perf_counter() - t0,
         )
-        store.write_cell(job.key, record=record)
+        try:
+            store.write_cell(job.key, record=record)
+        except OSError as write_exc:  # DiskFullError is a BenchError, not an OSError
+            return CellOutcome(job.key, "aborted", {}, f"cannot write {store.cell_dir(job.key)}: {write_exc}")
+        except DiskFullError as full:
+            return CellOutcome(job.key, "aborted", {}, str(full), 0, record["seconds"])
         return CellOutcome(job.key, "failed", {}, reason, 0, record["seconds"])
 
 

@@ -24,7 +24,8 @@ from bench.executors import run_jobs
 from bench.expect import ExpectationResult, Ref, evaluate, skip_if_left_out
 from bench.manifest import build_manifest
 from bench.profiles import apply_overrides, resolve_profile
-from bench.store import CellKey, RunStore, read_json
+from bench.runlock import RunLock
+from bench.store import CellKey, DiskFullError, RunStore, read_json
 from bench.suite import Suite, SuiteFile, load_suite
 from bench.types import JSON
 
@@ -222,12 +223,35 @@ def run_suite(
         run_dir = Path(opts.resume)
         if not (run_dir / "manifest.json").exists():
             raise BenchError(f"--resume {run_dir}: not a run directory (no manifest.json)")
+        RunStore(run_dir).read_manifest()  # a damaged manifest is a clear error before any work
     else:
         run_dir = Path(opts.out) if opts.out else default_run_dir(suite)
-        if (run_dir / "manifest.json").exists():
-            raise BenchError(f"{run_dir} already holds a run; use --resume {run_dir} to finish it")
+        _refuse_existing_run(run_dir)
     store = RunStore(run_dir)
     jobs, roles, fingerprints = plan_jobs(sf, run_dir, opts)
+    with RunLock(run_dir):
+        if not opts.resume:
+            _refuse_existing_run(run_dir)  # again under the lock: another run may have started meanwhile
+        store.remove_stale_tmp()
+        try:
+            return _run_locked(sf, store, jobs, roles, fingerprints, opts)
+        except DiskFullError as exc:
+            raise DiskFullError(
+                f"{exc}. The run stopped; every finished cell is kept. Free some space, then finish it with "
+                f"`bench run {sf.path} --resume {run_dir}`"
+            ) from None
+
+
+def _refuse_existing_run(run_dir: Path) -> None:
+    if (run_dir / "manifest.json").exists():
+        raise BenchError(f"{run_dir} already holds a run; use --resume {run_dir} to finish it")
+
+
+def _run_locked(
+    sf: SuiteFile, store: RunStore, jobs: list[CellJob], roles: JSON, fingerprints: JSON, opts: RunOptions
+) -> RunResult:
+    suite = sf.suite
+    run_dir = store.root
     started = datetime.now(UTC).isoformat()
     previous = store.read_manifest() if store.exists() else {}
     manifest = build_manifest(suite, sf.path, opts, jobs, roles, fingerprints, started, previous)
@@ -237,11 +261,17 @@ def run_suite(
     todo: list[CellJob] = []
     skipped = 0
     for job in jobs:
-        if store.is_done(job.key, job.hash):
+        check = store.check_cell(job.key, job.hash)
+        if check.done:
             rescored = _rescore_if_needed(store, job)
             skipped += 1
             outcomes.append(rescored or CellOutcome(job.key, "skipped"))
         else:
+            if check.state == "damaged":
+                print(
+                    f"resume: cell {job.key.label()} is damaged ({check.reason}); running it again",
+                    file=sys.stderr,
+                )
             todo.append(job)
     if skipped:
         print(f"resume: {skipped} finished cell(s) skipped, {len(todo)} to run", file=sys.stderr)
@@ -251,6 +281,8 @@ def run_suite(
 
     def on_done(outcome: CellOutcome) -> None:
         nonlocal failed
+        if outcome.status == "aborted":
+            raise DiskFullError(outcome.error or "the run store could not be written")
         failed += outcome.status == "failed"
         outcomes.append(outcome)
         progress.update(outcome, failed)
@@ -308,11 +340,16 @@ def write_report(run_dir: Path) -> str:
 
 
 def summary_line(result: RunResult) -> str:
-    """pytest-like closing line over the suite's expectations (failed cells are reported above it)."""
+    """pytest-like closing line over the suite's expectations, then the failed cells when there are any
+    (a run whose every cell failed must not end in "0 passed, 0 failed")."""
     passed = sum(e.passed for e in result.expectations)
     skipped = sum(e.skipped for e in result.expectations)
     failed = len(result.expectations) - passed - skipped
-    return f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else "")
+    line = f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else "")
+    n_failed = len(result.failed_cells)
+    if n_failed:
+        line += f"; {n_failed} of {len(result.outcomes)} cells failed"
+    return line
 
 
 def env_workers(default: int = 1) -> int:

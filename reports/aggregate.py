@@ -12,10 +12,12 @@ t-interval) is that of the per-seed macro means over seeds. With no NaN the two 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.errors import BenchError
 from bench.stats import Stat
 from bench.store import RunStore
 
@@ -47,7 +49,8 @@ def read_manifest(run_dir: Path | str) -> dict[str, Any]:
         return {}
     try:
         m = store.read_manifest()
-    except (OSError, ValueError):
+    except (OSError, ValueError, BenchError) as exc:
+        print(f"warning: {exc}", file=sys.stderr)
         return {}
     return m if isinstance(m, dict) else {}
 

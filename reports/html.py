@@ -276,5 +276,5 @@ def write_report_html(run_dir: Path | str, *, with_plots: bool = True) -> Path:
 
         plots = write_plots(run_dir)
     path = Path(run_dir) / "report.html"
-    atomic_write_text(path, render_report_html(run_dir, plots=plots))
+    atomic_write_text(path, render_report_html(run_dir, plots=plots), errors="replace")  # lone surrogates
     return path

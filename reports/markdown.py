@@ -92,7 +92,7 @@ def write_report_md(run_dir: Path | str) -> str:
     from bench.store import atomic_write_text
 
     text = render_report_md(run_dir)
-    atomic_write_text(Path(run_dir) / "report.md", text)
+    atomic_write_text(Path(run_dir) / "report.md", text, errors="replace")
     write_results_csv(run_dir)
     return text
 

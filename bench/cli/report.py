@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             for i, t in enumerate(tables)
         )
     if args.out:
-        atomic_write_text(Path(args.out), text)
+        atomic_write_text(Path(args.out), text, errors="replace")
         print(args.out, file=sys.stderr)
     else:
         sys.stdout.write(text)
