@@ -78,6 +78,17 @@ class Registry(Generic[T]):
         self.get(name)  # raises with suggestions when unknown
         return self._meta.get(name, {})
 
+    def summary(self, name: str) -> str:
+        """One line describing an entry: its `summary` meta, else the first paragraph of the docstring of
+        the module that defines it, read from source without importing it (no torch, no llama.cpp)."""
+        self._load_plugins()
+        meta = self._meta.get(name, {})
+        if meta.get("summary"):
+            return str(meta["summary"])
+        obj = self._entries.get(name)
+        doc = _module_doc(obj.partition(":")[0]) if isinstance(obj, str) else _object_doc(obj)
+        return " ".join(doc.split("\n\n")[0].split())
+
     def __contains__(self, name: object) -> bool:
         self._load_plugins()
         return name in self._entries
@@ -95,6 +106,28 @@ class Registry(Generic[T]):
     def items(self) -> Iterator[tuple[str, T]]:
         for n in self.names():
             yield n, self.get(n)
+
+
+def _module_doc(module: str) -> str:
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            return ""
+        with open(spec.origin, encoding="utf-8") as fh:
+            return ast.get_docstring(ast.parse(fh.read())) or ""
+    except (ImportError, OSError, SyntaxError, ValueError):
+        return ""
+
+
+def _object_doc(obj: Any) -> str:
+    import inspect
+    import sys
+
+    mod = sys.modules.get(getattr(obj, "__module__", "") or "")
+    return (inspect.getdoc(mod) if mod else None) or inspect.getdoc(obj) or ""
 
 
 SystemFactory = Callable[..., Any]

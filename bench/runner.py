@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cells import CellJob, CellOutcome, cell_hash, load_task_cached
+from bench.checks import prepare_suite
 from bench.context import default_cache_dir
 from bench.errors import BenchError
 from bench.executors import run_jobs
@@ -26,7 +27,7 @@ from bench.manifest import build_manifest
 from bench.profiles import apply_overrides, resolve_profile
 from bench.runlock import RunLock
 from bench.store import CellKey, DiskFullError, RunStore, read_json
-from bench.suite import Suite, SuiteFile, load_suite
+from bench.suite import Suite, SuiteFile
 from bench.types import JSON
 
 
@@ -142,8 +143,11 @@ def plan_jobs(sf: SuiteFile, run_dir: Path, opts: RunOptions) -> tuple[list[Cell
 
 
 def default_run_dir(suite: Suite) -> Path:
+    """runs/<name>-<time>; the name is reduced to one safe path component even if it slipped past the
+    suite schema (which refuses '/', a leading '.', control characters), so a run never lands outside runs/."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"{suite.name}-{stamp}"
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in suite.name).lstrip(".")[:100] or "suite"
+    return Path("runs") / f"{safe}-{stamp}"
 
 
 def macro_lookup(cells: list[tuple[CellKey, dict[str, float]]]) -> Any:
@@ -216,7 +220,10 @@ def run_suite(
     suite_path: str | Path, overrides: dict[str, Any] | None = None, opts: RunOptions | None = None
 ) -> RunResult:
     opts = opts or RunOptions()
-    sf = load_suite(suite_path, overrides)
+    # every check validate and --dry-run make (bench.checks); patterns come back expanded
+    sf = prepare_suite(
+        suite_path, overrides, data_dir=opts.data_dir, systems=opts.systems, tasks=opts.tasks
+    )
     sf.suite = expand_task_patterns(sf.suite, opts.data_dir)
     suite = sf.suite
     if opts.resume:

@@ -1,24 +1,68 @@
-"""Suites: declarative YAML (safe_load only) validated by pydantic, with errors that name file, line, key.
+"""Suites: declarative YAML (safe_load only, with limits) validated by pydantic, with errors that name
+file, line and key.
 
 A suite cannot import code: systems, metrics and tasks are names looked up in registries, and model
-presets are data. Every error message points at the offending key and suggests the closest valid name.
+presets are data. This module holds the schema and the first two stages of checking (YAML, schema);
+`bench.checks` adds the registry and data checks, and is the one function that `validate`, `run
+--dry-run` and `run` all call. Every error is a `Problem`; all of them are reported in one pass.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from bench.errors import BenchError, SuiteError
 from bench.expect import Expectation, parse_expectation
-from bench.registry import METRICS, SYSTEMS, UnknownNameError, suggest
+from bench.problems import Problem, SuiteProblems, fmt_loc
+from bench.registry import suggest
+from bench.suite_yaml import load_yaml
 
 # System names become directory names and expectation identifiers.
 SYSTEM_NAME = re.compile(r"[A-Za-z0-9_\-]+")
+MAX_NAME = 64  # a directory name per system; file systems allow 255 bytes for the whole component
+MAX_SEEDS = 10_000  # seeds of one suite
+MAX_SEED = 2**32  # numpy, torch and llama.cpp all accept seeds in [0, 2**32)
+MAX_COUNT = 10**9  # sizes (records, references) beyond any dataset
+
+
+def _system_name(name: str) -> str:
+    if not SYSTEM_NAME.fullmatch(name):
+        raise ValueError(f"system name {name!r} may only use letters, digits, '_' and '-'")
+    if len(name) > MAX_NAME:
+        raise ValueError(f"system name of {len(name)} characters is too long (at most {MAX_NAME})")
+    return name
+
+
+def _suite_name(name: str) -> str:
+    """The default run directory is runs/<name>-<time>: the name must stay one plain path component."""
+    if not name.strip():
+        raise ValueError("the suite name must not be empty")
+    if len(name) > 100:
+        raise ValueError(f"suite name of {len(name)} characters is too long (at most 100)")
+    if "/" in name or "\\" in name or name.startswith(".") or Path(name).is_absolute():
+        raise ValueError(
+            f"suite name {name!r} must be a plain name (no '/', '\\', no leading '.'): it names the run "
+            "directory under runs/ (use --out to put a run elsewhere)"
+        )
+    if any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in name):
+        raise ValueError("suite name holds a control character or a lone surrogate")
+    return name
+
+
+def _seed_count(v: int) -> int:
+    if not 1 <= v <= MAX_SEEDS:
+        raise ValueError(f"seeds must be a count in 1..{MAX_SEEDS} or a list of seeds")
+    return v
+
+
+def _seed_value(v: int) -> int:
+    if not 0 <= v < MAX_SEED:
+        raise ValueError(f"a seed must be in 0..{MAX_SEED - 1}")
+    return v
 
 
 class TaskConfig(BaseModel):
@@ -26,12 +70,18 @@ class TaskConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(..., description="task name, e.g. demo/booking, multiwoz/train, superni/task102_...")
-    n_references: int | None = Field(None, ge=1, description="records a system may see (None = all left)")
-    n_holdout: int | None = Field(
-        None, ge=1, description="records kept for similarity/BLEU (None = all left)"
+    name: str = Field(
+        ..., max_length=200, description="task name, e.g. demo/booking, multiwoz/train, superni/task102_..."
     )
-    split_seed: int = Field(0, description="seed of the reference/holdout split (not the run seed)")
+    n_references: int | None = Field(
+        None, ge=1, le=MAX_COUNT, description="records a system may see (None = all left)"
+    )
+    n_holdout: int | None = Field(
+        None, ge=1, le=MAX_COUNT, description="records kept for similarity/BLEU (None = all left)"
+    )
+    split_seed: int = Field(
+        0, ge=0, lt=MAX_SEED, description="seed of the reference/holdout split (not the run seed)"
+    )
     options: dict[str, Any] = Field(default_factory=dict, description="task-family specific options")
 
 
@@ -51,13 +101,19 @@ class Suite(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(..., description="suite name; used in run directory names")
+    name: Annotated[str, AfterValidator(_suite_name)] = Field(
+        ..., description="suite name; used in run directory names"
+    )
     description: str = Field("", description="what the suite is for")
     profile: str = Field("embedded", description="role -> model mapping (bench list profiles)")
-    seeds: int | list[int] = Field(15, description="N (seeds 0..N-1) or an explicit list")
-    samples: int = Field(8, ge=1, description="records generated per cell")
+    seeds: Annotated[int, AfterValidator(_seed_count)] | list[Annotated[int, AfterValidator(_seed_value)]] = Field(
+        15, description="N (seeds 0..N-1) or an explicit list"
+    )
+    samples: int = Field(8, ge=1, le=100_000, description="records generated per cell")
     tasks: list[TaskConfig] = Field(..., min_length=1, description="tasks to run")
-    systems: dict[str, SystemConfig] = Field(..., min_length=1, description="name -> system config")
+    systems: dict[Annotated[str, AfterValidator(_system_name)], SystemConfig] = Field(
+        ..., min_length=1, description="name -> system config"
+    )
     metrics: list[str] | None = Field(
         None, description="metric names (default: metrics.registry.DEFAULT_METRICS)"
     )
@@ -73,21 +129,15 @@ class Suite(BaseModel):
             return [{"name": t} if isinstance(t, str) else t for t in v]
         return v
 
-    @field_validator("systems")
-    @classmethod
-    def _system_names(cls, v: dict[str, SystemConfig]) -> dict[str, SystemConfig]:
-        for name in v:
-            if not SYSTEM_NAME.fullmatch(name):
-                raise ValueError(f"system name {name!r} may only use letters, digits, '_' and '-'")
-        return v
-
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, v: int | list[int]) -> int | list[int]:
-        if isinstance(v, int) and v < 1:
-            raise ValueError("seeds must be >= 1")
-        if isinstance(v, list) and (not v or len(set(v)) != len(v)):
-            raise ValueError("seed list must be non-empty and without repeats")
+        if isinstance(v, list) and not v:
+            raise ValueError("the seed list must not be empty")
+        if isinstance(v, list) and len(v) > MAX_SEEDS:
+            raise ValueError(f"at most {MAX_SEEDS} seeds")
+        if isinstance(v, list) and len(set(v)) != len(v):
+            raise ValueError("the seed list repeats a seed")
         return v
 
     def seed_list(self) -> list[int]:
@@ -116,10 +166,6 @@ def _node_at(node: yaml.Node | None, loc: tuple[Any, ...]) -> yaml.Node | None:
                     nxt = v
                     break
             if nxt is None:
-                # the key itself is the problem (unknown/extra key): point at the key node
-                for k, _ in cur.value:
-                    if str(k.value) == str(part):
-                        return k
                 return cur
             cur = nxt
         elif isinstance(cur, yaml.SequenceNode) and isinstance(part, int) and part < len(cur.value):
@@ -145,24 +191,31 @@ def _line(node: yaml.Node | None) -> int | None:
     return node.start_mark.line + 1 if node is not None else None
 
 
-def _fmt_loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for p in loc:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "<top>"
-
-
 class SuiteFile:
-    """A suite plus where each key came from, for error messages after validation."""
+    """A suite plus where each key came from, for error messages after validation.
 
-    def __init__(self, suite: Suite, path: Path, root: yaml.Node | None):
+    `pruned` holds the locations whose schema errors were reported and that later checks must skip (their
+    values were replaced by placeholders so the rest of the suite could still be checked)."""
+
+    def __init__(self, suite: Suite, path: Path, root: yaml.Node | None, pruned: set[tuple[Any, ...]] | None = None):
         self.suite = suite
         self.path = path
         self.root = root
+        self.pruned: set[tuple[Any, ...]] = set(pruned or ())
+
+    def line(self, *loc: Any, key: bool = False) -> int | None:
+        return _line(_key_node(self.root, loc) if key else _node_at(self.root, loc))
 
     def where(self, *loc: Any) -> str:
-        line = _line(_node_at(self.root, loc))
+        line = self.line(*loc)
         return f"{self.path}:{line}" if line else str(self.path)
+
+    def problem(self, loc: tuple[Any, ...], message: str, *, key: bool = False) -> Problem:
+        return Problem(str(self.path), self.line(*loc, key=key), fmt_loc(loc), message)
+
+    def skipped(self, *loc: Any) -> bool:
+        """True when `loc` or a parent of it failed the schema (already reported)."""
+        return any(loc[:i] in self.pruned for i in range(len(loc) + 1))
 
 
 _ALLOWED_FIELDS = {
@@ -176,106 +229,140 @@ def _extra_key_hint(loc: tuple[Any, ...]) -> str:
     key = str(loc[-1])
     if len(loc) == 1:
         pool = _ALLOWED_FIELDS["Suite"]
-    elif loc[0] == "tasks":
+    elif loc[0] == "tasks" and len(loc) == 3:
         pool = _ALLOWED_FIELDS["TaskConfig"]
-    elif loc[0] == "systems":
+    elif loc[0] == "systems" and len(loc) == 3:
         pool = _ALLOWED_FIELDS["SystemConfig"]
     else:
         return ""
     return suggest(key, sorted(pool))
 
 
-def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> SuiteFile:
-    """Read, validate and cross-check a suite file. Raises SuiteError with file:line and key."""
+# ------------------------------------------------------------------------------- schema, every error
+_LIST_FIELDS = ("tasks", "metrics", "expect", "tables")
+_MAP_FIELDS = ("systems", "models")
+# placeholders for required fields whose value failed; checks skip them through SuiteFile.pruned
+_PLACEHOLDERS: dict[str, Any] = {
+    "name": "suite",
+    "tasks": [{"name": "demo/booking"}],
+    "systems": {"_": {"type": "file", "params": {"path": "-"}}},
+}
+
+
+def _clean_errors(errors: list[Any], data: dict[str, Any]) -> list[tuple[tuple[Any, ...], str, str]]:
+    """(loc, type, msg) per error; the union member tag pydantic puts in `seeds` locations is dropped,
+    keeping only the member that matches the input (a list or a count)."""
+    out = []
+    for err in errors:
+        loc = tuple(err["loc"])
+        if loc and loc[0] == "seeds" and len(loc) > 1 and isinstance(loc[1], str):
+            if loc[1].startswith("list[") != isinstance(data.get("seeds"), list):
+                continue
+            loc = ("seeds", *loc[2:])
+        if len(loc) > 2 and loc[0] == "systems" and loc[2] == "[key]":
+            loc = loc[:2]
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if (loc, msg) not in [(e[0], e[2]) for e in out]:
+            out.append((loc, str(err["type"]), msg))
+    return out
+
+
+def _unit(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The part of the suite dropped after an error at `loc` (one task, one system, or a whole field)."""
+    if len(loc) >= 2 and loc[0] in _LIST_FIELDS and isinstance(loc[1], int):
+        return loc[:2]
+    if len(loc) >= 2 and loc[0] in _MAP_FIELDS:
+        return loc[:2]
+    return loc[:1]
+
+
+def _prune(data: dict[str, Any], unit: tuple[Any, ...]) -> None:
+    field = unit[0] if unit else None
+    if len(unit) == 2 and field in _LIST_FIELDS and isinstance(data.get(field), list):
+        # a valid placeholder keeps the other items at their indices (locations, lines) for later checks
+        items = list(data[field])
+        if unit[1] < len(items):
+            items[unit[1]] = {"tasks": {"name": "demo/booking"}, "metrics": "parse_rate", "expect": ""}.get(
+                field, {}
+            )
+        data[field] = items
+    elif len(unit) == 2 and field in _MAP_FIELDS and isinstance(data.get(field), dict):
+        data[field] = {k: v for k, v in data[field].items() if k != unit[1]}
+    elif field in _PLACEHOLDERS:
+        data[field] = _PLACEHOLDERS[field]
+    elif field is not None:
+        data.pop(field, None)
+
+
+def _schema(data: dict[str, Any], path: Path, root: yaml.Node | None) -> tuple[Suite | None, list[Problem], set]:
+    """Validate; on errors, record each, drop the failing part and validate again, so that one pass
+    finds the schema errors of every part and the rest of the suite can still be cross-checked."""
+    problems: list[Problem] = []
+    pruned: set[tuple[Any, ...]] = set()
+    seen: set[tuple[tuple[Any, ...], str]] = set()
+    work = dict(data)
+    for _ in range(50):
+        try:
+            return Suite.model_validate(work), problems, pruned
+        except ValidationError as exc:
+            errors = _clean_errors(exc.errors(), work)
+        progressed = False
+        for loc, kind, msg in errors:
+            unit = _unit(loc)
+            if (loc, msg) not in seen and unit not in pruned:
+                seen.add((loc, msg))
+                if kind == "extra_forbidden":
+                    line = _line(_key_node(root, loc))
+                    msg = f"unknown key{_extra_key_hint(loc)}"
+                elif kind == "missing":
+                    line = _line(_node_at(root, loc[:-1]))
+                    msg = "this key is required"
+                else:
+                    line = _line(_key_node(root, loc) if loc[:1] == ("systems",) and len(loc) == 2 else _node_at(root, loc))
+                problems.append(Problem(str(path), line or 1, fmt_loc(loc), msg))
+            if unit not in pruned:
+                pruned.add(unit)
+                _prune(work, unit)
+                progressed = True
+        if not progressed:
+            break
+    return None, problems, pruned
+
+
+def parse_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> tuple[SuiteFile | None, list[Problem]]:
+    """Read and schema-check a suite. Returns (suite file or None, problems); never raises for bad input."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise SuiteError(f"{path}: no such suite file") from exc
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, [Problem(str(path), None, "", "no such suite file")]
+    except OSError as exc:
+        return None, [Problem(str(path), None, "", f"cannot read the suite file: {exc.strerror or exc}")]
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SuiteError(f"{path}: not UTF-8 text ({exc.reason})") from exc
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SuiteError(f"{where}: invalid YAML: {problem}") from None
-    if not isinstance(data, dict):
-        raise SuiteError(f"{path}:1: a suite must be a mapping of keys (name, tasks, systems, ...)")
-    data = {**data, **(overrides or {})}
-    try:
-        suite = Suite.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err["loc"])
-        if err["type"] == "extra_forbidden":
-            line = _line(_key_node(root, loc))
-            msg = f"unknown key {_fmt_loc(loc)!r}{_extra_key_hint(loc)}"
-        else:
-            line = _line(_node_at(root, loc))
-            msg = f"key {_fmt_loc(loc)!r}: {err['msg']}"
-        more = f" (and {len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
-        raise SuiteError(f"{path}:{line or 1}: {msg}{more}") from None
-    sf = SuiteFile(suite, path, root)
-    _cross_check(sf)
-    return sf
+        line = raw[: exc.start].count(b"\n") + 1
+        return None, [Problem(str(path), line, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
+    loaded = load_yaml(text, str(path))
+    if loaded.problems:
+        return None, loaded.problems
+    if not isinstance(loaded.data, dict):
+        return None, [Problem(str(path), 1, "", "a suite must be a mapping of keys (name, tasks, systems, ...)")]
+    data = {**loaded.data, **(overrides or {})}
+    suite, problems, pruned = _schema(data, path, loaded.root)
+    if suite is None:
+        return None, problems
+    return SuiteFile(suite, path, loaded.root, pruned), problems
 
 
-def _cross_check(sf: SuiteFile) -> None:
-    """Names that must exist in registries: system types, metrics, tasks, profile; expectations parse."""
-    s = sf.suite
-    for name, cfg in s.systems.items():
-        try:
-            SYSTEMS.get(cfg.type)(cfg.params)  # constructing a system only validates its params
-        except BenchError as exc:
-            raise SuiteError(
-                f"{sf.where('systems', name, 'params')}: key 'systems.{name}.params': {exc}"
-            ) from None
-        except UnknownNameError as exc:
-            raise SuiteError(
-                f"{sf.where('systems', name, 'type')}: key 'systems.{name}.type': {exc}"
-            ) from None
-        except ImportError as exc:
-            raise SuiteError(
-                f"{sf.where('systems', name, 'type')}: system type {cfg.type!r} cannot be loaded here: {exc}"
-            ) from None
-    for i, metric in enumerate(s.metric_list()):
-        if metric not in METRICS:
-            raise SuiteError(
-                f"{sf.where('metrics', i)}: key 'metrics[{i}]': unknown metric {metric!r}"
-                f"{suggest(metric, METRICS.names())}"
-            )
-    for i, t in enumerate(s.tasks):
-        try:
-            check_task_name(t.name)
-        except UnknownNameError as exc:
-            raise SuiteError(f"{sf.where('tasks', i, 'name')}: key 'tasks[{i}].name': {exc}") from None
-    from bench.profiles import profile_names
+def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> SuiteFile:
+    """Read a suite and make every check a run makes; raises SuiteProblems listing all problems."""
+    from bench.checks import prepare_suite
 
-    if s.profile not in profile_names():
-        raise SuiteError(
-            f"{sf.where('profile')}: key 'profile': unknown profile {s.profile!r}"
-            f"{suggest(s.profile, profile_names())}"
-        )
-    for i, text in enumerate(s.expect):
-        try:
-            e = parse_expectation(text)
-        except ValueError as exc:
-            raise SuiteError(f"{sf.where('expect', i)}: key 'expect[{i}]': {exc}") from None
-        for sysname in e.systems():
-            if sysname not in s.systems:
-                raise SuiteError(
-                    f"{sf.where('expect', i)}: key 'expect[{i}]': unknown system {sysname!r} in "
-                    f"{text!r}{suggest(sysname, sorted(s.systems))}"
-                )
-        for metric in e.metrics():
-            if metric not in s.metric_list() and metric not in EFFICIENCY_METRICS:
-                raise SuiteError(
-                    f"{sf.where('expect', i)}: key 'expect[{i}]': metric {metric!r} is not computed by this "
-                    f"suite{suggest(metric, s.metric_list() + list(EFFICIENCY_METRICS))}"
-                )
+    return prepare_suite(path, overrides)
+
+
+__all__ = ["Problem", "Suite", "SuiteFile", "SuiteProblems", "SystemConfig", "TaskConfig", "load_suite", "parse_suite"]
 
 
 def check_task_name(name: str) -> None:

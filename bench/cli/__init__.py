@@ -59,7 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from bench.problems import printable
+
+        # one `error:` line per problem (a suite reports all of them at once); printable() because a
+        # suite may hold NUL or lone surrogates, which a terminal or a UTF-8 stream cannot take raw
+        for line in str(exc).splitlines() or [type(exc).__name__]:
+            print(f"error: {printable(line)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

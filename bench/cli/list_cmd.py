@@ -1,4 +1,4 @@
-"""`bench list systems|metrics|tasks|profiles`: what is registered (imports no model code)."""
+"""`bench list systems|metrics|tasks|profiles|models|backends`: what is registered (imports no model code)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,13 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("list", help="list systems, metrics, tasks or profiles")
-    p.add_argument("what", choices=["systems", "metrics", "tasks", "profiles", "backends", "models"])
+    kinds = ["systems", "metrics", "tasks", "profiles", "models", "backends"]
+    p = sub.add_parser(
+        "list",
+        help="list " + ", ".join(kinds[:-1]) + " or " + kinds[-1],
+        description="List what is registered: " + ", ".join(kinds) + ".",
+    )
+    p.add_argument("what", choices=kinds, help="what to list: " + ", ".join(kinds))
     p.add_argument("--data-dir", help="for tasks: also list concrete tasks found in this data dir")
     p.set_defaults(func=run)
 
@@ -32,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     for name in reg.names():
         meta = reg._meta.get(name, {})
         extra = f" [{meta['better']}]" if meta.get("better") else ""
-        print(f"{name:24s}{extra:7s} {meta.get('summary', '')}")
+        print(f"{name:24s}{extra:7s} {reg.summary(name)}".rstrip())
     if args.what == "tasks":
         try:
             from bench.tasks import list_tasks

@@ -2,7 +2,8 @@
 
 Renders the tables a suite declares (`tables:`), or a default table of every system and metric, from a
 run directory; or the tables of a published results file (reports/paper_results/*.json) through the
-same pipeline. `html` writes RUN_DIR/report.html with plots; the other formats print (or write `-o`).
+same pipeline. `html` writes RUN_DIR/report.html with plots (or the file `-o` names); the other formats
+print (or write `-o`).
 """
 
 from __future__ import annotations
@@ -40,9 +41,18 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "html":
         if not is_run:
             raise BenchError("--format html needs a run directory")
-        from reports.html import write_report_html
+        if not args.out:
+            from reports.html import write_report_html
 
-        print(write_report_html(source))
+            print(write_report_html(source))
+            return 0
+        # -o: the page goes there (plots are embedded in it); RUN_DIR/report.html is left as it is
+        from reports.html import render_report_html
+        from reports.plots import write_plots
+
+        out = Path(args.out)
+        atomic_write_text(out, render_report_html(source, plots=write_plots(source)))
+        print(out)
         return 0
 
     from reports.table import tables_for_results, tables_for_run

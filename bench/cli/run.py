@@ -48,11 +48,14 @@ def run(args: argparse.Namespace) -> int:
 
     overrides = overrides_from_args(args)
     if args.dry_run:
+        from bench.checks import prepare_suite, select
         from bench.dry_run import describe_plan
-        from bench.suite import load_suite
 
-        sf = load_suite(args.suite, overrides)
-        print(describe_plan(sf.suite, sf.suite.profile))
+        # the same checks as a real run (bench.checks), then the plan of the selected systems and tasks
+        sf = prepare_suite(
+            args.suite, overrides, data_dir=args.data_dir, systems=args.systems, tasks=args.tasks
+        )
+        print(describe_plan(select(sf.suite, args.systems, args.tasks), sf.suite.profile))
         return 0
     opts = RunOptions(
         out=args.out,
