@@ -65,6 +65,15 @@ class Suite(BaseModel):
     models: dict[str, dict[str, Any]] = Field(default_factory=dict, description="extra model presets")
     tables: list[dict[str, Any]] | None = Field(None, description="report tables (see docs/reports.md)")
     timeout_s: float | None = Field(None, gt=0, description="per-cell wall-clock limit in seconds")
+    pending: dict[str, str] = Field(
+        default_factory=dict,
+        description="table rows whose system is not built yet: name -> what it will be (shown as pending)",
+    )
+    profile_overrides: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="profile -> suite keys (seeds, samples, tasks, timeout_s) used under that profile, "
+        "e.g. the paper's scale under `paper`; command-line flags still win",
+    )
 
     @field_validator("tasks", mode="before")
     @classmethod
@@ -204,7 +213,7 @@ def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> Sui
         raise SuiteError(f"{where}: invalid YAML: {problem}") from None
     if not isinstance(data, dict):
         raise SuiteError(f"{path}:1: a suite must be a mapping of keys (name, tasks, systems, ...)")
-    data = {**data, **(overrides or {})}
+    data = _apply_profile_overrides(data, overrides or {})
     try:
         suite = Suite.model_validate(data)
     except ValidationError as exc:
@@ -221,6 +230,25 @@ def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> Sui
     sf = SuiteFile(suite, path, root)
     _cross_check(sf)
     return sf
+
+
+PROFILE_OVERRIDABLE = ("seeds", "samples", "tasks", "timeout_s", "description")
+
+
+def _apply_profile_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Suite keys, then the chosen profile's `profile_overrides` entry, then command-line overrides."""
+    profile = overrides.get("profile", data.get("profile", "embedded"))
+    per = data.get("profile_overrides") or {}
+    chosen = per.get(profile) if isinstance(per, dict) else None
+    if isinstance(chosen, dict):
+        bad = sorted(set(chosen) - set(PROFILE_OVERRIDABLE))
+        if bad:
+            raise SuiteError(
+                f"profile_overrides.{profile}: key {bad[0]!r} cannot vary by profile "
+                f"(allowed: {', '.join(PROFILE_OVERRIDABLE)})"
+            )
+        data = {**data, **chosen}
+    return {**data, **overrides}
 
 
 def _cross_check(sf: SuiteFile) -> None:
@@ -259,6 +287,12 @@ def _cross_check(sf: SuiteFile) -> None:
             f"{sf.where('profile')}: key 'profile': unknown profile {s.profile!r}"
             f"{suggest(s.profile, profile_names())}"
         )
+    for prof in s.profile_overrides:
+        if prof not in profile_names():
+            raise SuiteError(
+                f"{sf.where('profile_overrides', prof)}: key 'profile_overrides.{prof}': unknown profile "
+                f"{prof!r}{suggest(prof, profile_names())}"
+            )
     for i, text in enumerate(s.expect):
         try:
             e = parse_expectation(text)

@@ -84,6 +84,11 @@ class TableSpec(BaseModel):
     bold: Literal["significant", "best", "none"] = Field("significant", description="bold rule")
     alpha: float = Field(0.05, gt=0, lt=1, description="significance level of the bold rule")
     row_header: str = Field("System", description="header of the row-label column")
+    reproduces: str | None = Field(
+        None,
+        description="a published results file (name in reports/paper_results/ or a path): reports add the "
+        "reproduction view, this table beside the published one with the direction of each difference",
+    )
 
     @field_validator("rows", mode="before")
     @classmethod
