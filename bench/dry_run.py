@@ -334,4 +334,6 @@ def describe_plan(suite: Any, profile_name: str | None = None) -> str:
     """The text `bench run SUITE --dry-run` prints: the plan, then the preflight list a run stops with."""
     from bench.preflight import preflight_suite
 
-    return render_plan(build_plan(suite, profile_name)) + "\n\n" + preflight_suite(suite, profile_name).render()
+    return (
+        render_plan(build_plan(suite, profile_name)) + "\n\n" + preflight_suite(suite, profile_name).render()
+    )

@@ -282,7 +282,10 @@ def run_preflight(roles_by_system: JSON, system_types: JSON, metrics: list[str])
             pkey = f"{key}\x00{reason}"
             if pkey not in by_model:
                 by_model[pkey] = Problem(
-                    str(spec.get("name", "")), str(spec.get("backend", "")), str(spec.get("model", "")), reason
+                    str(spec.get("name", "")),
+                    str(spec.get("backend", "")),
+                    str(spec.get("model", "")),
+                    reason,
                 )
             by_model[pkey].needed_by.append(who)
         return seen[key]

@@ -27,6 +27,7 @@ from reports.aggregate import (
 from reports.fmt import fmt_mean_std
 
 if TYPE_CHECKING:
+    from reports.reproduction import Reproduction
     from reports.table import Table
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]#|~^$])")
@@ -100,6 +101,13 @@ def render_report_md(run_dir: Path | str) -> str:
         for table in tables_for_run(run_dir):
             out.append(f"\n## Table {md_escape(table.name)}\n\n{render_table_md(table)}")
             out.append("\n" + md_escape(" ".join(table.notes)) + "\n")
+            if table.reproduces:
+                from reports.reproduction import build_reproduction
+
+                repro = build_reproduction(table, table.reproduces)
+                out.append(
+                    f"\n## Reproduction of {md_escape(repro.source)}\n\n{render_reproduction_md(repro)}"
+                )
 
     expectations = [e for e in manifest.get("expectations") or [] if isinstance(e, dict)]
     if expectations:
@@ -221,3 +229,16 @@ def render_table_md(table: Table) -> str:
     if table.caption:
         out += f"**{md_escape(table.caption)}**\n\n"
     return out + md_table(header, rows)
+
+
+def render_reproduction_md(repro: Reproduction) -> str:
+    """Markdown of the reproduction view: "ours / paper ↑" per cell, then its notes."""
+    header = [md_escape("System")] + [
+        md_escape(c.label) + (f" {_ARROW[c.better]}" if c.better in _ARROW else "") for c in repro.columns
+    ]
+    rows = [
+        [md_escape(r.label), *[md_escape(repro.cell(r.key, c.key).text(c.decimals)) for c in repro.columns]]
+        for r in repro.rows
+    ]
+    out = f"**{md_escape(repro.caption)}**\n\n" + md_table(header, rows)
+    return out + "\n" + md_escape(" ".join(repro.notes)) + "\n"
