@@ -52,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
     from bench.runner import RunOptions, run_suite, summary_line
 
     overrides = overrides_from_args(args)
+    if args.no_progress:
+        import os
+
+        os.environ["BENCH_PROGRESS"] = "0"  # worker processes inherit it (bench/progress.py)
     if args.dry_run:
         from bench.dry_run import describe_plan
         from bench.suite import load_suite
