@@ -170,7 +170,7 @@ def decoding_text(sampling: JSON) -> str:
     """Short decoding settings for labels: "T 0.7, top-p 0.9" (defaults such as top-k 0 left out)."""
     parts = []
     for key, word in _SETTING_WORDS:
-        if key not in sampling:
+        if sampling.get(key) is None:
             continue
         v = sampling[key]
         if (key == "top_p" and v == 1.0) or (key in ("top_k",) and v == 0) or (key == "num_beams" and v == 1):
@@ -178,6 +178,8 @@ def decoding_text(sampling: JSON) -> str:
         if key == "num_beams" and sampling.get("temperature") == 0.0:
             parts = [p for p in parts if not p.startswith("T ")]
         parts.append(f"{word} {v:g}" if isinstance(v, float) else f"{word} {v}")
+    if sampling.get("steps") is not None:  # diffusion LMs: denoising steps
+        parts.append(f"{sampling['steps']} steps")
     return ", ".join(parts)
 
 

@@ -37,9 +37,14 @@ def _decoding(system: Any, spec: JSON) -> JSON:
     try:
         from bench.dry_run import effective_decoding
 
-        return effective_decoding(system, spec)
+        out = effective_decoding(system, spec)
     except Exception:  # a system without pydantic params: the preset's own settings
-        return dict(spec.get("sampling") or {})
+        out = dict(spec.get("sampling") or {})
+    steps = getattr(getattr(system, "params", None), "steps", None)
+    steps = steps if steps is not None else (spec.get("params") or {}).get("steps")
+    if isinstance(steps, int):
+        out["steps"] = steps
+    return out
 
 
 def served_entry(system: Any, roles: JSON) -> JSON:

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pydantic import BaseModel, ConfigDict, Field
 
 from bench.types import (
+    Completion,
     GenerationRequest,
     GenerationResult,
     RunContext,
@@ -107,7 +108,7 @@ class ARSystem:
                 {"max_tokens": r.params.max_tokens, "source": "task" if retry else "set"} for r in batch
             ]
             if retry:  # a cut-off at our own default limit is never charged: once more at twice the limit
-                cut = [j for j, c in enumerate(completions) if c.finish_reason == "length" and not c.error]
+                cut = [j for j, c in enumerate(completions) if _cut_before_a_record(c)]
                 again = [
                     replace(
                         batch[j],
@@ -145,3 +146,13 @@ class ARSystem:
             }
         ]
         return GenerationResult(samples=samples, trace=trace, usage=usage)
+
+
+def _cut_before_a_record(comp: Completion) -> bool:
+    """Stopped by the token limit before any complete JSON object: what the retry is for. Models often
+    finish a record and then ramble on until the limit; that record is already whole (and extracted)."""
+    if comp.error or comp.finish_reason != "length":
+        return False
+    from metrics.extract import extract_record
+
+    return extract_record(comp.text, comp.finish_reason).record is None

@@ -11,8 +11,9 @@ task's references:
     limit    = round_up(max(MARGIN x p95(need), max(need)) + EXTRA, 32), within [FLOOR, CAP]
 
 so the limit is at least the longest reference in its most verbose form plus a margin. A sample that
-still stops at this default limit is regenerated once with twice the limit (`RETRY_FACTOR`); the sample
-records both limits (`meta.limit`). A record cut off after that has run past three times what the task's
+still stops at this default limit before any complete JSON object is regenerated once with twice the
+limit (`RETRY_FACTOR`); the sample records both limits (`meta.limit`). (A sample that completes a record
+and then rambles on to the limit is not retried: its record is whole, and extraction takes it.) A record cut off after that has run past three times what the task's
 records need: that is the model's run-on, and it is scored as truncated (docs/systems-ar.md).
 An explicit `max_tokens` in a suite is the user's choice and is used as is, without the retry.
 """

@@ -142,7 +142,9 @@ def test_reproduction_is_in_report_md_and_report_html(tmp_path):
 def test_table_and_reproduction_latex_compile(tmp_path):
     run = make_run(tmp_path)
     tables = tables_for_run(run)
-    tex = render_latex_document(tables, [render_reproduction_latex(build_reproduction(tables[0], PAPER.name))])
+    tex = render_latex_document(
+        tables, [render_reproduction_latex(build_reproduction(tables[0], PAPER.name))]
+    )
     (tmp_path / "t.tex").write_text(tex, encoding="utf-8")
     proc = subprocess.run(
         ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "t.tex"],
