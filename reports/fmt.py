@@ -11,7 +11,7 @@ DASH = "\u2013"  # en dash: how a NaN (metric undefined, e.g. no parsed record) 
 MARKS = {
     "failed": "\u00d7",  # ×: the system ran, every cell that would give this value failed (harness)
     "pending": "\u25cb",  # ○: the system is declared pending in the suite (not built yet)
-    "not_run": "\u00b7",  # ·: the system is not in this run (left out, e.g. with --systems)
+    "not_run": "n/r",  # the system is not in this run (left out, e.g. with --systems)
 }
 MARK_NOTES = {
     "failed": "every cell failed (a harness or backend failure, listed under failed cells)",

@@ -171,6 +171,12 @@ def _manifest_facts(manifest: dict[str, Any], run_dir: Path | str) -> list[tuple
         facts.append(("seeds", ", ".join(str(s) for s in seeds)))
     if suite.get("samples") is not None:
         facts.append(("samples per cell", str(suite["samples"])))
+    if manifest.get("scale"):
+        facts.append(("scale", str(manifest["scale"])))
+    served = manifest.get("served_by") or {}
+    for system, entry in served.items() if isinstance(served, dict) else []:
+        if isinstance(entry, dict) and entry.get("text"):
+            facts.append((f"served {system}", str(entry["text"])))
     if git.get("commit"):
         facts.append(("git", f"{git['commit']}{' (dirty)' if git.get('dirty') else ''}"))
     roles = manifest.get("roles") or {}
