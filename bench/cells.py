@@ -20,7 +20,7 @@ from bench.store import CellKey, DiskFullError, RunStore
 from bench.types import JSON, GenerationResult, TaskSpec
 
 # Bump when the meaning of a cell hash changes (what goes into it, or how a cell is produced).
-CELL_HASH_VERSION = 1
+CELL_HASH_VERSION = 2  # 2: `ar` max_tokens defaults to the task-derived limit (systems/gen_limits.py)
 
 
 def cell_hash(system: JSON, roles: JSON, task: JSON, fingerprint: str, seed: int, samples: int) -> str:

@@ -77,7 +77,9 @@ def check_systems(ctx: CheckContext) -> Iterator[Problem]:
         except BenchError as exc:
             yield ctx.problem(("systems", name, "params"), str(exc))
         except ImportError as exc:
-            yield ctx.problem(("systems", name, "type"), f"system type {cfg.type!r} cannot be loaded here: {exc}")
+            yield ctx.problem(
+                ("systems", name, "type"), f"system type {cfg.type!r} cannot be loaded here: {exc}"
+            )
 
 
 def _backend_problem(spec: Any) -> str | None:
@@ -107,7 +109,9 @@ def check_models(ctx: CheckContext) -> Iterator[Problem]:
             loc = ("systems", name, "models", role)
             if role not in ROLES:
                 yield ctx.problem(
-                    loc, f"unknown role {role!r}{suggest(role, list(ROLES))} (roles: {', '.join(ROLES)})", key=True
+                    loc,
+                    f"unknown role {role!r}{suggest(role, list(ROLES))} (roles: {', '.join(ROLES)})",
+                    key=True,
                 )
                 continue
             try:
@@ -130,6 +134,13 @@ def check_profile(ctx: CheckContext) -> Iterator[Problem]:
             ("profile",),
             f"unknown profile {ctx.suite.profile!r}{suggest(ctx.suite.profile, profile_names())}",
         )
+    for prof in ctx.suite.profile_overrides:
+        if prof not in profile_names():
+            yield ctx.problem(
+                ("profile_overrides", prof),
+                f"unknown profile {prof!r}{suggest(prof, profile_names())}",
+                key=True,
+            )
 
 
 def check_metrics(ctx: CheckContext) -> Iterator[Problem]:
@@ -150,7 +161,8 @@ def check_metrics(ctx: CheckContext) -> Iterator[Problem]:
         for role, users in METRIC_ROLES.items():
             if metric in users and profile and role not in served:
                 yield ctx.problem(
-                    ("metrics", i), f"metric {metric!r} needs a {role!r} model; profile {ctx.suite.profile!r} has none"
+                    ("metrics", i),
+                    f"metric {metric!r} needs a {role!r} model; profile {ctx.suite.profile!r} has none",
                 )
 
 
@@ -210,9 +222,14 @@ def check_expectations(ctx: CheckContext) -> Iterator[Problem]:
             yield ctx.problem(("expect", i), str(exc))
             continue
         for sysname in e.systems():
-            if sysname not in s.systems and not ctx.sf.skipped("systems", sysname) and not ctx.sf.skipped("systems"):
+            if (
+                sysname not in s.systems
+                and not ctx.sf.skipped("systems", sysname)
+                and not ctx.sf.skipped("systems")
+            ):
                 yield ctx.problem(
-                    ("expect", i), f"unknown system {sysname!r} in {text!r}{suggest(sysname, ctx.live_systems())}"
+                    ("expect", i),
+                    f"unknown system {sysname!r} in {text!r}{suggest(sysname, ctx.live_systems())}",
                 )
         for metric in e.metrics():
             if metrics is not None and metric not in metrics and metric not in EFFICIENCY_METRICS:
@@ -226,7 +243,10 @@ def check_expectations(ctx: CheckContext) -> Iterator[Problem]:
 def check_selection(ctx: CheckContext) -> Iterator[Problem]:
     """`--systems` / `--tasks` name systems and tasks of the suite (as a run requires)."""
     task_names = [t.name for t in ctx.suite.tasks] + [n for ns in ctx.expanded.values() for n in ns]
-    for kind, wanted, names in (("systems", ctx.systems, ctx.live_systems()), ("tasks", ctx.tasks, task_names)):
+    for kind, wanted, names in (
+        ("systems", ctx.systems, ctx.live_systems()),
+        ("tasks", ctx.tasks, task_names),
+    ):
         for w in wanted or []:
             if w not in names:
                 yield Problem(
@@ -273,7 +293,9 @@ def prepare_suite(
     assert sf is not None
     if any(_GLOB & set(t.name) for t in sf.suite.tasks):
         expanded = [
-            t.model_copy(update={"name": n}) for i, t in enumerate(sf.suite.tasks) for n in ctx.expanded.get(i, [])
+            t.model_copy(update={"name": n})
+            for i, t in enumerate(sf.suite.tasks)
+            for n in ctx.expanded.get(i, [])
         ]
         sf.suite = sf.suite.model_copy(update={"tasks": expanded})
     return sf

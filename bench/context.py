@@ -47,7 +47,14 @@ def build_backend(spec: JSON, cache_dir: Path, task: TaskSpec | None = None) -> 
         if key in _BACKENDS:
             return _BACKENDS[key]
     cls = BACKENDS.get(str(spec.get("backend")))
-    backend = cls.from_spec(spec, BackendEnv(cache_dir=cache_dir, task=task if per_task else None))
+    env = BackendEnv(cache_dir=cache_dir, task=task if per_task else None)
+    if per_task and task is not None:  # per-task models may train here: never silent (bench/progress.py)
+        from bench.progress import stage
+
+        with stage(f"preparing {spec.get('name')} for {task.name}", unit="model"):
+            backend = cls.from_spec(spec, env)
+    else:
+        backend = cls.from_spec(spec, env)
     with _LOCK:
         _BACKENDS.setdefault(key, backend)
         return _BACKENDS[key]
@@ -85,6 +92,12 @@ class BenchContext:
 
     def scorer(self) -> LogProbScorer:
         return build_backend(self.model_spec("scorer"), self.cache_dir)
+
+    def progress(self, name: str, total: int | None = None, unit: str = "step") -> Any:
+        """A progress stage for long set-up work (bench/progress.py): `with ctx.progress(...) as st:`."""
+        from bench.progress import stage
+
+        return stage(name, total, unit)
 
     def cache_counts(self) -> tuple[int, int]:
         if self.call_cache is None:

@@ -46,6 +46,8 @@ class RunOptions:
     data_dir: str | None = None
     progress: bool = True
     write_report: bool = True
+    keep_going: bool = False  # preflight problems: run what can run instead of stopping
+    preflight: bool = True
 
 
 @dataclass
@@ -142,6 +144,24 @@ def plan_jobs(sf: SuiteFile, run_dir: Path, opts: RunOptions) -> tuple[list[Cell
     return jobs, roles_by_system, fingerprints
 
 
+def _announce_scale(suite: Suite, jobs: list[CellJob], opts: RunOptions) -> None:
+    """Say the scale before the long part starts (the manifest records it as `scale` too)."""
+    if not opts.progress:
+        return
+    print(f"{suite.name}: {scale_text(suite, jobs)}", file=sys.stderr)
+
+
+def scale_text(suite: Suite, jobs: list[CellJob]) -> str:
+    seeds = suite.seed_list()
+    systems = list(dict.fromkeys(j.key.system for j in jobs))
+    tasks = list(dict.fromkeys(j.key.task for j in jobs))
+    sizes = ", ".join(f"{t.name} {t.n_references or 'all'}/{t.n_holdout or 'all'}" for t in suite.tasks)
+    return (
+        f"profile {suite.profile}; {len(systems)} system(s) x {len(tasks)} task(s) x {len(seeds)} seed(s) = "
+        f"{len(jobs)} cells; {suite.samples} samples per cell; references/holdout per task: {sizes}"
+    )
+
+
 def default_run_dir(suite: Suite) -> Path:
     """runs/<name>-<time>; the name is reduced to one safe path component even if it slipped past the
     suite schema (which refuses '/', a leading '.', control characters), so a run never lands outside runs/."""
@@ -221,9 +241,7 @@ def run_suite(
 ) -> RunResult:
     opts = opts or RunOptions()
     # every check validate and --dry-run make (bench.checks); patterns come back expanded
-    sf = prepare_suite(
-        suite_path, overrides, data_dir=opts.data_dir, systems=opts.systems, tasks=opts.tasks
-    )
+    sf = prepare_suite(suite_path, overrides, data_dir=opts.data_dir, systems=opts.systems, tasks=opts.tasks)
     sf.suite = expand_task_patterns(sf.suite, opts.data_dir)
     suite = sf.suite
     if opts.resume:
@@ -259,9 +277,16 @@ def _run_locked(
 ) -> RunResult:
     suite = sf.suite
     run_dir = store.root
+    blocked: dict[str, str] = {}
+    if opts.preflight:  # before any cell runs: weights, keys, CUDA (bench/preflight.py)
+        from bench.preflight import gate
+
+        blocked = gate(suite, roles, suite.metric_list(), opts.keep_going)
+    _announce_scale(suite, jobs, opts)
     started = datetime.now(UTC).isoformat()
     previous = store.read_manifest() if store.exists() else {}
     manifest = build_manifest(suite, sf.path, opts, jobs, roles, fingerprints, started, previous)
+    manifest.update(scale=scale_text(suite, jobs), preflight_blocked=blocked)
     store.write_manifest(manifest)
 
     outcomes: list[CellOutcome] = []
@@ -273,6 +298,10 @@ def _run_locked(
             rescored = _rescore_if_needed(store, job)
             skipped += 1
             outcomes.append(rescored or CellOutcome(job.key, "skipped"))
+        elif job.key.system in blocked:
+            from bench.cells import record_failure
+
+            outcomes.append(record_failure(job, blocked[job.key.system], 0.0))
         else:
             if check.state == "damaged":
                 print(

@@ -106,8 +106,8 @@ class Suite(BaseModel):
     )
     description: str = Field("", description="what the suite is for")
     profile: str = Field("embedded", description="role -> model mapping (bench list profiles)")
-    seeds: Annotated[int, AfterValidator(_seed_count)] | list[Annotated[int, AfterValidator(_seed_value)]] = Field(
-        15, description="N (seeds 0..N-1) or an explicit list"
+    seeds: Annotated[int, AfterValidator(_seed_count)] | list[Annotated[int, AfterValidator(_seed_value)]] = (
+        Field(15, description="N (seeds 0..N-1) or an explicit list")
     )
     samples: int = Field(8, ge=1, le=100_000, description="records generated per cell")
     tasks: list[TaskConfig] = Field(..., min_length=1, description="tasks to run")
@@ -121,6 +121,15 @@ class Suite(BaseModel):
     models: dict[str, dict[str, Any]] = Field(default_factory=dict, description="extra model presets")
     tables: list[dict[str, Any]] | None = Field(None, description="report tables (see docs/reports.md)")
     timeout_s: float | None = Field(None, gt=0, description="per-cell wall-clock limit in seconds")
+    pending: dict[str, str] = Field(
+        default_factory=dict,
+        description="table rows whose system is not built yet: name -> what it will be (shown as pending)",
+    )
+    profile_overrides: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="profile -> suite keys (seeds, samples, tasks, timeout_s) used under that profile, "
+        "e.g. the paper's scale under `paper`; command-line flags still win",
+    )
 
     @field_validator("tasks", mode="before")
     @classmethod
@@ -197,7 +206,9 @@ class SuiteFile:
     `pruned` holds the locations whose schema errors were reported and that later checks must skip (their
     values were replaced by placeholders so the rest of the suite could still be checked)."""
 
-    def __init__(self, suite: Suite, path: Path, root: yaml.Node | None, pruned: set[tuple[Any, ...]] | None = None):
+    def __init__(
+        self, suite: Suite, path: Path, root: yaml.Node | None, pruned: set[tuple[Any, ...]] | None = None
+    ):
         self.suite = suite
         self.path = path
         self.root = root
@@ -294,7 +305,9 @@ def _prune(data: dict[str, Any], unit: tuple[Any, ...]) -> None:
         data.pop(field, None)
 
 
-def _schema(data: dict[str, Any], path: Path, root: yaml.Node | None) -> tuple[Suite | None, list[Problem], set]:
+def _schema(
+    data: dict[str, Any], path: Path, root: yaml.Node | None
+) -> tuple[Suite | None, list[Problem], set]:
     """Validate; on errors, record each, drop the failing part and validate again, so that one pass
     finds the schema errors of every part and the rest of the suite can still be cross-checked."""
     problems: list[Problem] = []
@@ -318,7 +331,11 @@ def _schema(data: dict[str, Any], path: Path, root: yaml.Node | None) -> tuple[S
                     line = _line(_node_at(root, loc[:-1]))
                     msg = "this key is required"
                 else:
-                    line = _line(_key_node(root, loc) if loc[:1] == ("systems",) and len(loc) == 2 else _node_at(root, loc))
+                    line = _line(
+                        _key_node(root, loc)
+                        if loc[:1] == ("systems",) and len(loc) == 2
+                        else _node_at(root, loc)
+                    )
                 problems.append(Problem(str(path), line or 1, fmt_loc(loc), msg))
             if unit not in pruned:
                 pruned.add(unit)
@@ -329,7 +346,9 @@ def _schema(data: dict[str, Any], path: Path, root: yaml.Node | None) -> tuple[S
     return None, problems, pruned
 
 
-def parse_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> tuple[SuiteFile | None, list[Problem]]:
+def parse_suite(
+    path: str | Path, overrides: dict[str, Any] | None = None
+) -> tuple[SuiteFile | None, list[Problem]]:
     """Read and schema-check a suite. Returns (suite file or None, problems); never raises for bad input."""
     path = Path(path)
     try:
@@ -347,8 +366,19 @@ def parse_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> tu
     if loaded.problems:
         return None, loaded.problems
     if not isinstance(loaded.data, dict):
-        return None, [Problem(str(path), 1, "", "a suite must be a mapping of keys (name, tasks, systems, ...)")]
-    data = {**loaded.data, **(overrides or {})}
+        return None, [
+            Problem(str(path), 1, "", "a suite must be a mapping of keys (name, tasks, systems, ...)")
+        ]
+    data, problem = _apply_profile_overrides(loaded.data, overrides or {})
+    if problem:
+        return None, [
+            Problem(
+                str(path),
+                _line(_node_at(loaded.root, ("profile_overrides",))) or 1,
+                "profile_overrides",
+                problem,
+            )
+        ]
     suite, problems, pruned = _schema(data, path, loaded.root)
     if suite is None:
         return None, problems
@@ -362,7 +392,38 @@ def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> Sui
     return prepare_suite(path, overrides)
 
 
-__all__ = ["Problem", "Suite", "SuiteFile", "SuiteProblems", "SystemConfig", "TaskConfig", "load_suite", "parse_suite"]
+PROFILE_OVERRIDABLE = ("seeds", "samples", "tasks", "timeout_s", "description")
+
+
+def _apply_profile_overrides(
+    data: dict[str, Any], overrides: dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """Suite keys, then the chosen profile's `profile_overrides` entry, then command-line overrides;
+    with a problem text when the entry names a key that cannot vary by profile."""
+    profile = overrides.get("profile", data.get("profile", "embedded"))
+    per = data.get("profile_overrides") or {}
+    chosen = per.get(profile) if isinstance(per, dict) else None
+    if isinstance(chosen, dict):
+        bad = sorted(set(chosen) - set(PROFILE_OVERRIDABLE))
+        if bad:
+            return data, (
+                f"profile_overrides.{profile}: key {bad[0]!r} cannot vary by profile "
+                f"(allowed: {', '.join(PROFILE_OVERRIDABLE)})"
+            )
+        data = {**data, **chosen}
+    return {**data, **overrides}, None
+
+
+__all__ = [
+    "Problem",
+    "Suite",
+    "SuiteFile",
+    "SuiteProblems",
+    "SystemConfig",
+    "TaskConfig",
+    "load_suite",
+    "parse_suite",
+]
 
 
 def check_task_name(name: str) -> None:

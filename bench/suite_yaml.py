@@ -115,7 +115,9 @@ def _scan_events(text: str, file: str) -> list[Problem]:
             aliases += 1
             if aliases > MAX_ALIASES:
                 line = ev.start_mark.line + 1
-                return [Problem(file, line, "", f"more than {MAX_ALIASES} aliases (*name); expand them by hand")]
+                return [
+                    Problem(file, line, "", f"more than {MAX_ALIASES} aliases (*name); expand them by hand")
+                ]
     return []
 
 
@@ -203,7 +205,11 @@ def load_yaml(text: str, file: str) -> Loaded:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return Loaded(problems=[Problem(file, mark.line + 1 if mark else None, "", f"invalid YAML: {problem}")])
+        return Loaded(
+            problems=[Problem(file, mark.line + 1 if mark else None, "", f"invalid YAML: {problem}")]
+        )
     except (ValueError, RecursionError, OverflowError) as exc:  # defence in depth: limits above should hold
-        return Loaded(problems=[Problem(file, None, "", f"cannot read this YAML: {type(exc).__name__}: {exc}")])
+        return Loaded(
+            problems=[Problem(file, None, "", f"cannot read this YAML: {type(exc).__name__}: {exc}")]
+        )
     return Loaded(data=data, root=root)

@@ -59,6 +59,30 @@ def render_table_html(table: Table) -> str:
     )
 
 
+def render_reproduction_html(repro: Any) -> str:
+    """The reproduction view: "ours / paper ↑" per cell; green where ours is better, red where worse."""
+    head = "".join(
+        f"<th>{esc(c.label)}{(' ' + _ARROW[c.better]) if c.better in _ARROW else ''}</th>"
+        for c in repro.columns
+    )
+    body = []
+    for r in repro.rows:
+        cells = []
+        for c in repro.columns:
+            cell = repro.cell(r.key, c.key)
+            cls = {True: "better", False: "worse"}.get(cell.better, "")
+            title = f"ours: {cell.ours.provenance}; published: {cell.paper.provenance}"
+            cells.append(f'<td class="{cls}" title="{esc(title)}">{esc(cell.text(c.decimals))}</td>')
+        body.append(
+            f'<tr class="repro-row" data-system="{esc(r.key)}"><th>{esc(r.label)}</th>{"".join(cells)}</tr>'
+        )
+    return (
+        f'<table class="bench repro" id="repro-{esc(repro.name)}"><caption>{esc(repro.caption)}</caption>'
+        f"<thead><tr><th>System</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        f'<p class="notes">{esc(" ".join(repro.notes))}</p>'
+    )
+
+
 def sample_rows(run_dir: Path | str) -> tuple[list[dict[str, Any]], int]:
     """Rows for the sample browser (capped per cell and in total) and how many samples were left out."""
     rows: list[dict[str, Any]] = []
@@ -134,6 +158,7 @@ caption{caption-side:top;text-align:left;font-weight:600;margin-bottom:4px}
 pre{white-space:pre-wrap;word-break:break-word;font-size:12px;max-width:900px;margin:0}
 figure{display:inline-block;margin:0 1em 1em 0;max-width:560px;vertical-align:top}figure img{max-width:560px}
 figcaption{font-size:12px;color:#444}
+td.better{color:#18794e}td.worse{color:#b42318}
 .pass{color:#18794e}.fail{color:#b42318;font-weight:600}.skip{color:#6b7280}
 #filters select{margin-right:1em}
 """
@@ -220,6 +245,10 @@ def render_report_html(run_dir: Path | str, *, plots: dict[str, list[Path]] | No
     parts.append("<h2>Tables</h2>")
     for t in tables_for_run(run_dir):
         parts.append(render_table_html(t))
+        if t.reproduces:
+            from reports.reproduction import build_reproduction
+
+            parts.append(render_reproduction_html(build_reproduction(t, t.reproduces)))
     if plots:
         parts.append('<h2>Plots</h2><div id="plots">')
         parts += [

@@ -17,6 +17,7 @@ from reports.document import Bullets, Document, Facts, Heading, Paragraph, Table
 from reports.run_report import build_run_report, table_block
 
 if TYPE_CHECKING:
+    from reports.reproduction import Reproduction
     from reports.table import Table
 
 # CommonMark lets any ASCII punctuation be backslash-escaped; these are the ones that can start or end
@@ -100,3 +101,10 @@ def write_report_md(run_dir: Path | str) -> str:
 def render_table_md(table: Table) -> str:
     """Markdown rendering of a table model (same cells, bold and arrows as the LaTeX one)."""
     return render_block_md(table_block(table))
+
+
+def render_reproduction_md(repro: Reproduction) -> str:
+    """Markdown of the reproduction view: "ours / paper ↑" per cell, then its notes."""
+    from reports.run_report import reproduction_block
+
+    return render_block_md(reproduction_block(repro)) + "\n" + md_escape(" ".join(repro.notes)) + "\n"

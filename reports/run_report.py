@@ -70,6 +70,13 @@ def build_run_report(run_dir: Path | str) -> Document:
             doc.add(Heading(f"Table {table.name}"))
             doc.add(table_block(table))
             doc.add(Paragraph(" ".join(table.notes)))
+            if getattr(table, "reproduces", None):
+                from reports.reproduction import build_reproduction
+
+                repro = build_reproduction(table, table.reproduces)
+                doc.add(Heading(f"Reproduction of {repro.source}"))
+                doc.add(reproduction_block(repro))
+                doc.add(Paragraph(" ".join(repro.notes)))
 
     expectations = [e for e in manifest.get("expectations") or [] if isinstance(e, dict)]
     if expectations:
@@ -170,6 +177,17 @@ def table_block(table: Any) -> TableBlock:
     return TableBlock(header, rows, ["l"] + ["r"] * len(table.columns), bold, group_rows, table.caption or "")
 
 
+def reproduction_block(repro: Any) -> TableBlock:
+    """The reproduction view (reports.reproduction): "ours / paper" with the direction, per cell."""
+    header = ["System"] + [
+        c.label + (f" {ARROWS[c.better]}" if c.better in ARROWS else "") for c in repro.columns
+    ]
+    rows = [
+        [r.label, *[repro.cell(r.key, c.key).text(c.decimals) for c in repro.columns]] for r in repro.rows
+    ]
+    return TableBlock(header, rows, ["l"] + ["r"] * len(repro.columns), caption=repro.caption)
+
+
 # ------------------------------------------------------------------------------------------ header facts
 def manifest_facts(manifest: dict[str, Any], run_dir: Path | str) -> list[tuple[str, str]]:
     """The header lines of a report: run, status, profile, seeds, git, models per system, cache."""
@@ -201,6 +219,12 @@ def manifest_facts(manifest: dict[str, Any], run_dir: Path | str) -> list[tuple[
         facts.append(("samples per cell", str(suite["samples"])))
     if git.get("commit"):
         facts.append(("git", f"{git['commit']}{' (dirty)' if git.get('dirty') else ''}"))
+    if manifest.get("scale"):
+        facts.append(("scale", str(manifest["scale"])))
+    served = manifest.get("served_by") or {}
+    for system, entry in served.items() if isinstance(served, dict) else []:
+        if isinstance(entry, dict) and entry.get("text"):
+            facts.append((f"served {system}", str(entry["text"])))
     used = roles_used_by_system(cells)
     scoring: dict[str, str] = {}
     roles = manifest.get("roles") or {}

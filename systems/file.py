@@ -102,6 +102,8 @@ def read_generation_lines(
 
 
 class FileSystem:
+    roles: tuple[str, ...] = ()  # reads files: needs no model (preflight checks none)
+
     def __init__(self, params: dict | None = None):
         self.params: FileParams = validate_params(FileParams, params, "file")
 
