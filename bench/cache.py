@@ -18,9 +18,10 @@ import sqlite3
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench.hashing import stable_hash
 from bench.types import JSON, Completion, GenerationRequest, TextBackend
@@ -40,6 +41,18 @@ def call_key(identity: JSON, request: GenerationRequest) -> str:
             "sample_index": request.sample_index,
         }
     )
+
+
+T = TypeVar("T")
+
+
+def _completion(data: Any) -> Completion:
+    if not isinstance(data, dict):
+        raise TypeError(f"a {type(data).__name__}, not an object")
+    comp = Completion(**{**data, "cached": True})
+    if not isinstance(comp.text, str):
+        raise TypeError("text is not a string")
+    return comp
 
 
 def _warn(message: str) -> None:
@@ -133,20 +146,19 @@ class CallCache:
         self._run("DELETE FROM calls WHERE key=?", (key,))
 
     def get(self, key: str) -> Completion | None:
+        return self.get_as(key, _completion)
+
+    def get_as(self, key: str, build: Callable[[Any], T]) -> T | None:
+        """The value under `key` turned into an object by `build`; a row `build` rejects (TypeError,
+        ValueError) is corrupt: it is dropped with a warning and None returned, so the call is redone."""
         data = self.get_value(key)
         if data is None:
             return None
         try:
-            if not isinstance(data, dict):
-                raise TypeError(f"a {type(data).__name__}, not an object")
-            data["cached"] = True
-            comp = Completion(**data)
-            if not isinstance(comp.text, str):
-                raise TypeError("text is not a string")
+            return build(data)
         except (TypeError, ValueError) as exc:
             self._drop(key, str(exc))
             return None
-        return comp
 
     def put(self, key: str, completion: Completion) -> None:
         data = completion.to_json()

@@ -13,10 +13,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench.runner import RunOptions, RunResult, run_suite
 from bench.tasks import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def no_html(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs in these tests write report.md but skip report.html (plots cost seconds per run)."""
+    monkeypatch.setenv("BENCH_NO_HTML", "1")
 
 
 def generation_rows(seed: int, n: int = 8) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ import sqlite3
 from dataclasses import replace
 
 import pytest
-from filesuite import make_suite, run, stable_metrics
+from filesuite import make_suite, no_html, run, stable_metrics  # noqa: F401 (autouse fixture)
 
 from bench.cache import CachedBackend, CallCache
 from bench.types import Completion, GenerationRequest, SamplingParams
@@ -91,3 +91,14 @@ def test_file_cells_never_open_the_cache(tmp_path):
     assert res.ok and not res.failed_cells
     assert stable_metrics(res.run_dir) == stable_metrics(ref.run_dir)
     assert (cache / "calls.sqlite").read_bytes() == b"\x00garbage" * 1000  # untouched
+
+
+def test_non_generate_rows_heal_too(tmp_path, capsys):
+    """Skeleton infills (and any other cached call) read rows through `get_as`: same healing."""
+    from systems.skeleton_infill import InfillResult
+
+    cache = CallCache(tmp_path / "calls.sqlite")
+    cache.put_value("k", [1, 2])  # not the object an InfillResult is built from
+    assert cache.get_as("k", lambda d: InfillResult(**d)) is None
+    assert "corrupt entry" in capsys.readouterr().err
+    assert cache.get_value("k") is None  # dropped, so the next run recomputes and stores it

@@ -11,7 +11,7 @@ import errno
 import os
 
 import pytest
-from filesuite import make_suite, run, stable_metrics
+from filesuite import make_suite, no_html, run, stable_metrics  # noqa: F401 (autouse fixture)
 
 from bench.cli import main
 from bench.store import DiskFullError

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from filesuite import bench
+from filesuite import bench, no_html  # noqa: F401 (autouse fixture)
 
 from bench.cli import main
 from bench.store import RunStore, read_jsonl

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from filesuite import ROOT, bench_cmd, bench_env, make_suite, run, stable_metrics
+from filesuite import ROOT, bench_cmd, bench_env, make_suite, no_html, run, stable_metrics  # noqa: F401 (autouse fixture)
 
 from bench.errors import BenchError
 

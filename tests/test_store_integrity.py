@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from filesuite import bench, cell_files, make_suite, run, stable_metrics
+from filesuite import bench, cell_files, make_suite, no_html, run, stable_metrics  # noqa: F401 (autouse fixture)
 
 from bench.cli import main
 from bench.store import RunStore

@@ -11,7 +11,7 @@ import signal
 import time
 from pathlib import Path
 
-from filesuite import make_suite
+from filesuite import make_suite, no_html  # noqa: F401 (autouse fixture)
 from test_run_lock import _start, _wait_for
 
 
