@@ -16,11 +16,11 @@ from typing import Any
 
 from bench import __version__
 from bench.hashing import stable_hash
-from bench.store import CellKey, RunStore
+from bench.store import CellKey, DiskFullError, RunStore
 from bench.types import JSON, GenerationResult, TaskSpec
 
 # Bump when the meaning of a cell hash changes (what goes into it, or how a cell is produced).
-CELL_HASH_VERSION = 1
+CELL_HASH_VERSION = 2  # 2: `ar` max_tokens defaults to the task-derived limit (systems/gen_limits.py)
 
 
 def cell_hash(system: JSON, roles: JSON, task: JSON, fingerprint: str, seed: int, samples: int) -> str:
@@ -30,7 +30,7 @@ def cell_hash(system: JSON, roles: JSON, task: JSON, fingerprint: str, seed: int
             "v": CELL_HASH_VERSION,
             "code": __version__,
             "system": system,
-            "roles": roles,
+            "roles": {r: _identity_of(spec) for r, spec in roles.items()},
             "task": task,
             "data": fingerprint,
             "seed": seed,
@@ -38,6 +38,17 @@ def cell_hash(system: JSON, roles: JSON, task: JSON, fingerprint: str, seed: int
         },
         32,
     )
+
+
+#: Keys of a resolved model spec that say where a cell runs, not what it produces.
+PLACEMENT_KEYS = ("resources",)
+
+
+def _identity_of(spec: Any) -> Any:
+    """A model spec without its placement keys: a GPU request must not change a cell's identity."""
+    if isinstance(spec, dict):
+        return {k: v for k, v in spec.items() if k not in PLACEMENT_KEYS}
+    return spec
 
 
 @dataclass
@@ -62,7 +73,7 @@ class CellJob:
 @dataclass
 class CellOutcome:
     key: CellKey
-    status: str  # ok | failed | skipped
+    status: str  # ok | failed | skipped | aborted (the store could not be written: the run stops)
     metrics: dict[str, float] = field(default_factory=dict)
     error: str | None = None
     n_samples: int = 0
@@ -142,6 +153,7 @@ def execute_cell(job: CellJob) -> CellOutcome:
         hits0, misses0 = ctx.cache_counts()
         result = system.generate(spec, job.samples, job.key.seed, ctx)
         gen_seconds = time.perf_counter() - t0
+        generation_roles = list(ctx.roles_used)  # before scoring adds the embedder/scorer roles
         from metrics.scoring import score_cell
 
         score = score_cell(result.samples, spec, job.metrics, ctx)
@@ -149,7 +161,7 @@ def execute_cell(job: CellJob) -> CellOutcome:
         values.update(efficiency_metrics(result, gen_seconds))
         hits, misses = ctx.cache_counts()
         usage = result.usage.to_json()
-        usage.update(cache_hits=hits - hits0, cache_misses=misses - misses0)
+        usage.update(cache_hits=hits - hits0, cache_misses=misses - misses0, roles=generation_roles)
         record.update(
             status="ok",
             finished=time.time(),
@@ -177,6 +189,8 @@ def execute_cell(job: CellJob) -> CellOutcome:
             hits - hits0,
             misses - misses0,
         )
+    except DiskFullError as exc:  # not the cell's fault: stop the run, leave the cell unfinished
+        return CellOutcome(job.key, "aborted", {}, str(exc), 0, time.perf_counter() - t0)
     except Exception as exc:  # a failed cell is data, not a crash of the run
         reason = f"{type(exc).__name__}: {exc}"
         record.update(
@@ -186,7 +200,12 @@ def execute_cell(job: CellJob) -> CellOutcome:
             finished=time.time(),
             seconds=time.perf_counter() - t0,
         )
-        store.write_cell(job.key, record=record)
+        try:
+            store.write_cell(job.key, record=record)
+        except OSError as write_exc:  # DiskFullError is a BenchError, not an OSError
+            return CellOutcome(job.key, "aborted", {}, f"cannot write {store.cell_dir(job.key)}: {write_exc}")
+        except DiskFullError as full:
+            return CellOutcome(job.key, "aborted", {}, str(full), 0, record["seconds"])
         return CellOutcome(job.key, "failed", {}, reason, 0, record["seconds"])
 
 

@@ -134,6 +134,13 @@ def check_profile(ctx: CheckContext) -> Iterator[Problem]:
             ("profile",),
             f"unknown profile {ctx.suite.profile!r}{suggest(ctx.suite.profile, profile_names())}",
         )
+    for prof in ctx.suite.profile_overrides:
+        if prof not in profile_names():
+            yield ctx.problem(
+                ("profile_overrides", prof),
+                f"unknown profile {prof!r}{suggest(prof, profile_names())}",
+                key=True,
+            )
 
 
 def check_metrics(ctx: CheckContext) -> Iterator[Problem]:

@@ -47,7 +47,14 @@ def build_backend(spec: JSON, cache_dir: Path, task: TaskSpec | None = None) -> 
         if key in _BACKENDS:
             return _BACKENDS[key]
     cls = BACKENDS.get(str(spec.get("backend")))
-    backend = cls.from_spec(spec, BackendEnv(cache_dir=cache_dir, task=task if per_task else None))
+    env = BackendEnv(cache_dir=cache_dir, task=task if per_task else None)
+    if per_task and task is not None:  # per-task models may train here: never silent (bench/progress.py)
+        from bench.progress import stage
+
+        with stage(f"preparing {spec.get('name')} for {task.name}", unit="model"):
+            backend = cls.from_spec(spec, env)
+    else:
+        backend = cls.from_spec(spec, env)
     with _LOCK:
         _BACKENDS.setdefault(key, backend)
         return _BACKENDS[key]
@@ -61,12 +68,15 @@ class BenchContext:
     cache_dir: Path
     call_cache: CallCache | None = None
     _cached: dict[str, CachedBackend] = field(default_factory=dict, repr=False)
+    roles_used: list[str] = field(default_factory=list)  # roles asked for, in order (reports show these)
 
     @property
     def profile_name(self) -> str:
         return self.profile.name
 
     def model_spec(self, role: str) -> JSON:
+        if role not in self.roles_used:
+            self.roles_used.append(role)
         return self.profile.spec(role)
 
     def backend(self, role: str, task: TaskSpec | None = None) -> CachedBackend:
@@ -82,6 +92,12 @@ class BenchContext:
 
     def scorer(self) -> LogProbScorer:
         return build_backend(self.model_spec("scorer"), self.cache_dir)
+
+    def progress(self, name: str, total: int | None = None, unit: str = "step") -> Any:
+        """A progress stage for long set-up work (bench/progress.py): `with ctx.progress(...) as st:`."""
+        from bench.progress import stage
+
+        return stage(name, total, unit)
 
     def cache_counts(self) -> tuple[int, int]:
         if self.call_cache is None:

@@ -11,10 +11,10 @@ spends calls differently (agents, optimizers) can declare `plan_calls(n_samples)
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.preflight import check_spec
 from bench.profiles import Profile, apply_overrides, resolve_profile
 from bench.registry import SYSTEMS
 from bench.types import JSON
@@ -157,23 +157,21 @@ def _cost(spec: JSON, tokens_in: float | None, tokens_out: float | None) -> floa
     return price.cost(int(tokens_in), int(tokens_out)) if price else None
 
 
-def _availability(spec: JSON) -> list[str]:
-    """What would stop this model from running here (checked without loading it)."""
-    notes = []
-    params = spec.get("params") or {}
-    if spec.get("backend") == "openai":
-        env = str(params.get("api_key_env", "OPENAI_API_KEY"))
-        if params.get("base_url") is None and not os.environ.get(env):
-            notes.append(f"${env} is not set")
-    if spec.get("backend") == "hf" and params.get("quantization") not in (None, "none"):
-        try:
-            import torch
+def _max_tokens(decoding: JSON, specs: list[Any]) -> int:
+    """The decoding's max_tokens; None means "from the task" (systems/gen_limits.py): their mean."""
+    if decoding.get("max_tokens") is not None:
+        return int(decoding["max_tokens"])
+    from systems.gen_limits import task_max_tokens
 
-            if not torch.cuda.is_available():
-                notes.append(f"{params['quantization']} (bitsandbytes) needs CUDA: not available here")
-        except ImportError:
-            notes.append("torch is not installed")
-    return notes
+    limits = [task_max_tokens(s) for s in specs if s is not None]
+    if "max_tokens" in decoding:
+        decoding["max_tokens"] = "task:" + "/".join(str(x) for x in limits)
+    return round(sum(limits) / len(limits)) if limits else 256
+
+
+def _availability(spec: JSON) -> list[str]:
+    """What would stop this model from running here: the preflight's checks (bench/preflight.py)."""
+    return check_spec(spec)
 
 
 def build_plan(suite: Any, profile_name: str | None = None) -> Plan:
@@ -214,7 +212,7 @@ def build_plan(suite: Any, profile_name: str | None = None) -> Plan:
                 if all(c is not None for c in chars) and chars:
                     tin = sum(chars) / len(chars) / CHARS_PER_TOKEN * calls  # type: ignore[arg-type]
                 out_chars = sum(_record_chars(specs[t]) for t in tasks) / max(1, len(tasks))
-                max_tokens = int(decoding.get("max_tokens", 256))
+                max_tokens = _max_tokens(decoding, [specs[t] for t in tasks])
                 tout = min(out_chars / CHARS_PER_TOKEN, max_tokens) * calls
                 tmax = max_tokens * calls
             rows.append(
@@ -333,5 +331,9 @@ def render_plan(plan: Plan) -> str:
 
 
 def describe_plan(suite: Any, profile_name: str | None = None) -> str:
-    """The text `bench run SUITE --dry-run` prints."""
-    return render_plan(build_plan(suite, profile_name))
+    """The text `bench run SUITE --dry-run` prints: the plan, then the preflight list a run stops with."""
+    from bench.preflight import preflight_suite
+
+    return (
+        render_plan(build_plan(suite, profile_name)) + "\n\n" + preflight_suite(suite, profile_name).render()
+    )

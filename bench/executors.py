@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -26,16 +29,41 @@ def run_inline(jobs: Iterable[CellJob], on_done: OnDone) -> None:
         on_done(execute_cell(job))
 
 
-def _worker_main(conn: Connection) -> None:
-    """Worker loop: receive a job, run it, send the outcome; None means stop."""
+def _die_with_parent(parent_pid: int) -> None:
+    """On Linux, ask the kernel to SIGTERM this worker when the runner dies (even by SIGKILL), so an
+    orphan never keeps running a cell into a run directory that no process holds the lock of."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the runner died before prctl took effect
+        os._exit(0)
+
+
+def _worker_main(conn: Connection, parent_pid: int | None = None) -> None:
+    """Worker loop: receive a job, run it, send the outcome; None means stop.
+
+    Ctrl-C belongs to the runner (it stops the workers), so workers ignore SIGINT; a vanished runner
+    (closed pipe) ends the loop quietly instead of printing a BrokenPipeError traceback.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if parent_pid is not None:
+        _die_with_parent(parent_pid)
     while True:
         try:
             job = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             return
         if job is None:
             return
-        conn.send(execute_cell(job))
+        outcome = execute_cell(job)
+        try:
+            conn.send(outcome)
+        except OSError:  # BrokenPipeError: the runner is gone
+            return
 
 
 @dataclass
@@ -53,8 +81,16 @@ class ProcessPool:
 
     def _spawn(self) -> _Worker:
         parent, child = self.ctx.Pipe()
-        proc = self.ctx.Process(target=_worker_main, args=(child,), daemon=True)
-        proc.start()
+        proc = self.ctx.Process(target=_worker_main, args=(child, os.getpid()), daemon=True)
+        # the child starts with SIGINT ignored (inherited through exec), so a Ctrl-C during its start-up
+        # cannot print a KeyboardInterrupt traceback before _worker_main runs
+        main_thread = threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
+        try:
+            proc.start()
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGINT, old)
         child.close()
         return _Worker(proc, parent)
 
@@ -64,6 +100,7 @@ class ProcessPool:
         queue = list(jobs)
         queue.reverse()
         workers = [self._spawn() for _ in range(min(self.n, len(queue)))]
+        clean = False
         try:
             while queue or any(w.job for w in workers):
                 for w in workers:
@@ -94,8 +131,12 @@ class ProcessPool:
                         w.proc.join(timeout=5)
                         on_done(record_failure(job, f"timeout after {job.timeout_s:g}s", now - w.started))
                         workers[i] = self._spawn()
+            clean = True
         finally:
             for w in workers:
+                if not clean and w.job is not None:  # Ctrl-C or a full disk: stop the cell now
+                    w.proc.terminate()
+                    continue
                 try:
                     w.conn.send(None)
                 except (OSError, BrokenPipeError):
@@ -107,23 +148,10 @@ class ProcessPool:
 
 
 def run_ray(jobs: Iterable[CellJob], on_done: OnDone, workers: int) -> None:
-    """Each cell is one Ray task; `ray.init()` joins RAY_ADDRESS when set, else starts a local cluster."""
-    try:
-        import ray
-    except ImportError as exc:
-        raise BenchError("--executor ray needs the ray extra: pip install 'aod-bench[ray]'") from exc
-    if not ray.is_initialized():
-        ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(execute_cell)
-    pending = {remote.remote(job): job for job in jobs}
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        for ref in done:
-            job = pending.pop(ref)
-            try:
-                on_done(ray.get(ref))
-            except Exception as exc:  # ray task died
-                on_done(record_failure(job, f"ray task failed: {exc}", 0.0))
+    """Each cell is one Ray task (bench.ray_executor)."""
+    from bench.ray_executor import run_ray as run
+
+    run(jobs, on_done, workers)
 
 
 def run_jobs(jobs: list[CellJob], on_done: OnDone, executor: str = "local", workers: int = 1) -> None:

@@ -71,6 +71,16 @@ def redact(obj: Any) -> Any:
     return obj
 
 
+def _served_by(suite: Any, roles: JSON) -> JSON:
+    """Which model served each system, in words (bench/served.py); never fails a run."""
+    try:
+        from bench.served import served_by
+
+        return served_by(suite, roles)
+    except Exception as exc:  # pragma: no cover - a report detail must not stop a run
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def build_manifest(
     suite: Any,
     suite_path: Path,
@@ -92,6 +102,7 @@ def build_manifest(
             "suite": suite_dump,
             "profile": suite.profile,
             "roles": roles,
+            "served_by": _served_by(suite, roles),
             "cells": {job.key.label(): job.hash for job in jobs},
             "git": git_info(suite_path),
             "versions": package_versions(),

@@ -25,7 +25,8 @@ from bench.executors import run_jobs
 from bench.expect import ExpectationResult, Ref, evaluate, skip_if_left_out
 from bench.manifest import build_manifest
 from bench.profiles import apply_overrides, resolve_profile
-from bench.store import CellKey, RunStore, read_json
+from bench.runlock import RunLock
+from bench.store import CellKey, DiskFullError, RunStore, read_json
 from bench.suite import Suite, SuiteFile
 from bench.types import JSON
 
@@ -45,6 +46,8 @@ class RunOptions:
     data_dir: str | None = None
     progress: bool = True
     write_report: bool = True
+    keep_going: bool = False  # preflight problems: run what can run instead of stopping
+    preflight: bool = True
 
 
 @dataclass
@@ -141,6 +144,24 @@ def plan_jobs(sf: SuiteFile, run_dir: Path, opts: RunOptions) -> tuple[list[Cell
     return jobs, roles_by_system, fingerprints
 
 
+def _announce_scale(suite: Suite, jobs: list[CellJob], opts: RunOptions) -> None:
+    """Say the scale before the long part starts (the manifest records it as `scale` too)."""
+    if not opts.progress:
+        return
+    print(f"{suite.name}: {scale_text(suite, jobs)}", file=sys.stderr)
+
+
+def scale_text(suite: Suite, jobs: list[CellJob]) -> str:
+    seeds = suite.seed_list()
+    systems = list(dict.fromkeys(j.key.system for j in jobs))
+    tasks = list(dict.fromkeys(j.key.task for j in jobs))
+    sizes = ", ".join(f"{t.name} {t.n_references or 'all'}/{t.n_holdout or 'all'}" for t in suite.tasks)
+    return (
+        f"profile {suite.profile}; {len(systems)} system(s) x {len(tasks)} task(s) x {len(seeds)} seed(s) = "
+        f"{len(jobs)} cells; {suite.samples} samples per cell; references/holdout per task: {sizes}"
+    )
+
+
 def default_run_dir(suite: Suite) -> Path:
     """runs/<name>-<time>; the name is reduced to one safe path component even if it slipped past the
     suite schema (which refuses '/', a leading '.', control characters), so a run never lands outside runs/."""
@@ -227,26 +248,66 @@ def run_suite(
         run_dir = Path(opts.resume)
         if not (run_dir / "manifest.json").exists():
             raise BenchError(f"--resume {run_dir}: not a run directory (no manifest.json)")
+        RunStore(run_dir).read_manifest()  # a damaged manifest is a clear error before any work
     else:
         run_dir = Path(opts.out) if opts.out else default_run_dir(suite)
-        if (run_dir / "manifest.json").exists():
-            raise BenchError(f"{run_dir} already holds a run; use --resume {run_dir} to finish it")
+        _refuse_existing_run(run_dir)
     store = RunStore(run_dir)
     jobs, roles, fingerprints = plan_jobs(sf, run_dir, opts)
+    with RunLock(run_dir):
+        if not opts.resume:
+            _refuse_existing_run(run_dir)  # again under the lock: another run may have started meanwhile
+        store.remove_stale_tmp()
+        try:
+            return _run_locked(sf, store, jobs, roles, fingerprints, opts)
+        except DiskFullError as exc:
+            raise DiskFullError(
+                f"{exc}. The run stopped; every finished cell is kept. Free some space, then finish it with "
+                f"`bench run {sf.path} --resume {run_dir}`"
+            ) from None
+
+
+def _refuse_existing_run(run_dir: Path) -> None:
+    if (run_dir / "manifest.json").exists():
+        raise BenchError(f"{run_dir} already holds a run; use --resume {run_dir} to finish it")
+
+
+def _run_locked(
+    sf: SuiteFile, store: RunStore, jobs: list[CellJob], roles: JSON, fingerprints: JSON, opts: RunOptions
+) -> RunResult:
+    suite = sf.suite
+    run_dir = store.root
+    blocked: dict[str, str] = {}
+    if opts.preflight:  # before any cell runs: weights, keys, CUDA (bench/preflight.py)
+        from bench.preflight import gate
+
+        blocked = gate(suite, roles, suite.metric_list(), opts.keep_going)
+    _announce_scale(suite, jobs, opts)
     started = datetime.now(UTC).isoformat()
     previous = store.read_manifest() if store.exists() else {}
     manifest = build_manifest(suite, sf.path, opts, jobs, roles, fingerprints, started, previous)
+    manifest.update(scale=scale_text(suite, jobs), preflight_blocked=blocked)
     store.write_manifest(manifest)
 
     outcomes: list[CellOutcome] = []
     todo: list[CellJob] = []
     skipped = 0
     for job in jobs:
-        if store.is_done(job.key, job.hash):
+        check = store.check_cell(job.key, job.hash)
+        if check.done:
             rescored = _rescore_if_needed(store, job)
             skipped += 1
             outcomes.append(rescored or CellOutcome(job.key, "skipped"))
+        elif job.key.system in blocked:
+            from bench.cells import record_failure
+
+            outcomes.append(record_failure(job, blocked[job.key.system], 0.0))
         else:
+            if check.state == "damaged":
+                print(
+                    f"resume: cell {job.key.label()} is damaged ({check.reason}); running it again",
+                    file=sys.stderr,
+                )
             todo.append(job)
     if skipped:
         print(f"resume: {skipped} finished cell(s) skipped, {len(todo)} to run", file=sys.stderr)
@@ -256,6 +317,8 @@ def run_suite(
 
     def on_done(outcome: CellOutcome) -> None:
         nonlocal failed
+        if outcome.status == "aborted":
+            raise DiskFullError(outcome.error or "the run store could not be written")
         failed += outcome.status == "failed"
         outcomes.append(outcome)
         progress.update(outcome, failed)
@@ -313,11 +376,16 @@ def write_report(run_dir: Path) -> str:
 
 
 def summary_line(result: RunResult) -> str:
-    """pytest-like closing line over the suite's expectations (failed cells are reported above it)."""
+    """pytest-like closing line over the suite's expectations, then the failed cells when there are any
+    (a run whose every cell failed must not end in "0 passed, 0 failed")."""
     passed = sum(e.passed for e in result.expectations)
     skipped = sum(e.skipped for e in result.expectations)
     failed = len(result.expectations) - passed - skipped
-    return f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else "")
+    line = f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else "")
+    n_failed = len(result.failed_cells)
+    if n_failed:
+        line += f"; {n_failed} of {len(result.outcomes)} cells failed"
+    return line
 
 
 def env_workers(default: int = 1) -> int:

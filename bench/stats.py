@@ -88,6 +88,21 @@ class Stat:
         half = t_quantile(0.5 + confidence / 2, self.n - 1) * self.sem
         return (self.mean - half, self.mean + half)
 
+    def bounded_interval(
+        self, bounds: tuple[float, float] = (-math.inf, math.inf), confidence: float = 0.95
+    ) -> tuple[float, float]:
+        """The t-interval clipped to the metric's range: a rate's interval never leaves [0, 1].
+
+        Why clipping rather than Wilson: the observations are per-seed means (rates over a cell's
+        samples, averaged), not one binomial count, so a binomial interval would claim the wrong n.
+        Clipping keeps the t-interval's coverage where it is inside the range and only removes values
+        the metric cannot take.
+        """
+        lo, hi = self.t_interval(confidence)
+        if math.isnan(lo):
+            return (lo, hi)
+        return (min(max(lo, bounds[0]), bounds[1]), max(min(hi, bounds[1]), bounds[0]))
+
     def to_json(self) -> dict[str, float | int | None]:
         lo, hi = self.t_interval()
 

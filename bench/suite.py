@@ -121,6 +121,15 @@ class Suite(BaseModel):
     models: dict[str, dict[str, Any]] = Field(default_factory=dict, description="extra model presets")
     tables: list[dict[str, Any]] | None = Field(None, description="report tables (see docs/reports.md)")
     timeout_s: float | None = Field(None, gt=0, description="per-cell wall-clock limit in seconds")
+    pending: dict[str, str] = Field(
+        default_factory=dict,
+        description="table rows whose system is not built yet: name -> what it will be (shown as pending)",
+    )
+    profile_overrides: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="profile -> suite keys (seeds, samples, tasks, timeout_s) used under that profile, "
+        "e.g. the paper's scale under `paper`; command-line flags still win",
+    )
 
     @field_validator("tasks", mode="before")
     @classmethod
@@ -360,7 +369,16 @@ def parse_suite(
         return None, [
             Problem(str(path), 1, "", "a suite must be a mapping of keys (name, tasks, systems, ...)")
         ]
-    data = {**loaded.data, **(overrides or {})}
+    data, problem = _apply_profile_overrides(loaded.data, overrides or {})
+    if problem:
+        return None, [
+            Problem(
+                str(path),
+                _line(_node_at(loaded.root, ("profile_overrides",))) or 1,
+                "profile_overrides",
+                problem,
+            )
+        ]
     suite, problems, pruned = _schema(data, path, loaded.root)
     if suite is None:
         return None, problems
@@ -372,6 +390,28 @@ def load_suite(path: str | Path, overrides: dict[str, Any] | None = None) -> Sui
     from bench.checks import prepare_suite
 
     return prepare_suite(path, overrides)
+
+
+PROFILE_OVERRIDABLE = ("seeds", "samples", "tasks", "timeout_s", "description")
+
+
+def _apply_profile_overrides(
+    data: dict[str, Any], overrides: dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """Suite keys, then the chosen profile's `profile_overrides` entry, then command-line overrides;
+    with a problem text when the entry names a key that cannot vary by profile."""
+    profile = overrides.get("profile", data.get("profile", "embedded"))
+    per = data.get("profile_overrides") or {}
+    chosen = per.get(profile) if isinstance(per, dict) else None
+    if isinstance(chosen, dict):
+        bad = sorted(set(chosen) - set(PROFILE_OVERRIDABLE))
+        if bad:
+            return data, (
+                f"profile_overrides.{profile}: key {bad[0]!r} cannot vary by profile "
+                f"(allowed: {', '.join(PROFILE_OVERRIDABLE)})"
+            )
+        data = {**data, **chosen}
+    return {**data, **overrides}, None
 
 
 __all__ = [

@@ -23,7 +23,7 @@ from bench.types import JSON, MetricResources, Sample, SampleStatus, TaskSpec
 from metrics.extract import Extraction, extract_record
 from metrics.records import canonical, values_text, words
 from metrics.rubric import Rubric
-from metrics.structure import SchemaCheck, check_record, validator_for
+from metrics.structure import SchemaCheck, check_record, fast_engine_for, validator_for
 
 NAN = float("nan")
 
@@ -128,6 +128,11 @@ class CellView:
         return validator_for(self.spec.schema)
 
     @cached_property
+    def fast_engine(self) -> Any:
+        """jsonschema-rs in front of the reference validator (metrics.structure.FastEngine)."""
+        return fast_engine_for(self.spec.schema)
+
+    @cached_property
     def judged(self) -> list[Judged]:
         """One Judged per sample, in input order; "earlier" (for duplicates) means lower sample index."""
         out: list[Judged | None] = [None] * len(self.samples)
@@ -140,7 +145,9 @@ class CellView:
                 continue
             ext = extract_record(s.text, s.finish_reason)
             check = (
-                check_record(ext.record, self.spec.schema, self.validator) if ext.record is not None else None
+                check_record(ext.record, self.spec.schema, self.validator, self.fast_engine)
+                if ext.record is not None
+                else None
             )
             failures: list[str] = []
             if ext.record is not None:

@@ -219,3 +219,37 @@ MODEL_FREE_METRICS: list[str] = [name for name, _, _, _, needs, _ in _BUILTINS i
 
 for _name, _ref, _better, _family, _needs, _summary in _BUILTINS:
     METRICS.register(_name, _ref, better=_better, family=_family, needs=_needs, summary=_summary, version=1)
+
+# Opt-in synthetic-data quality metrics (docs/metrics.md, "Quality"): they need the `[quality]` extra
+# (mauve-text, prdc, sdmetrics, rapidfuzz, scikit-learn), so they are in neither list above.
+_QUALITY: list[tuple[str, str, str | None, tuple[str, ...], str]] = [
+    ("mauve", "metrics.fidelity:mauve", "up", ("embedder",), "MAUVE of the records against the holdout"),
+    ("precision", "metrics.fidelity:precision", "up", ("embedder",), "k-NN precision (Naeem et al.)"),
+    ("recall", "metrics.fidelity:recall", "up", ("embedder",), "k-NN recall (Naeem et al.)"),
+    ("density", "metrics.fidelity:density", "up", ("embedder",), "k-NN density (Naeem et al.)"),
+    ("coverage", "metrics.fidelity:coverage", "up", ("embedder",), "k-NN coverage of the holdout"),
+    ("marginal_fidelity", "metrics.fidelity:marginal_fidelity", "up", (), "SDMetrics KS/TV complement"),
+    ("pair_fidelity", "metrics.fidelity:pair_fidelity", "up", (), "SDMetrics contingency similarity"),
+    (
+        "dcr_share_closer_to_train",
+        "metrics.privacy:dcr_share_closer_to_train",
+        None,
+        ("embedder",),
+        "share of records closer to a reference than to the holdout (0.5 ideal)",
+    ),
+    (
+        "near_copy_rate",
+        "metrics.privacy:near_copy_rate",
+        "down",
+        (),
+        "records within 0.1 edits of a reference",
+    ),
+    ("tstr", "metrics.utility:tstr", "up", (), "train on synthetic, test on real: accuracy"),
+    ("tstr_ratio", "metrics.utility:tstr_ratio", "up", (), "TSTR accuracy over train-on-real accuracy"),
+]
+
+#: The quality table's columns (reports), in this order.
+QUALITY_METRICS: list[str] = [name for name, *_ in _QUALITY]
+
+for _name, _ref, _better, _needs, _summary in _QUALITY:
+    METRICS.register(_name, _ref, better=_better, family="quality", needs=_needs, summary=_summary, version=1)

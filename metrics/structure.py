@@ -128,6 +128,80 @@ def validator_for(schema: JSON) -> Any:
     return _validator_for(json.dumps(schema, sort_keys=True))
 
 
+# ------------------------------------------------------------------------------------ the fast engine
+#: Formats on which jsonschema-rs and `jsonschema` (with its FormatChecker) gave the same verdict on every
+#: instance of the JSON-Schema-Test-Suite (tests/test_fast_validation.py measures this). A schema with any
+#: other format, or with a regular expression (ECMA 262 and Python classes differ on non-ASCII text, and
+#: the reference's per-match timeout has no counterpart), is validated by the reference alone.
+AGREEING_FORMATS = frozenset({"date"})
+_REGEX_KEYWORDS = frozenset({"pattern", "patternProperties", "propertyNames"})
+
+
+def _fast_eligible(schema: Any) -> bool:
+    """True when the schema uses no keyword on which the two engines are known to disagree."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key in _REGEX_KEYWORDS:
+                return False
+            if key == "format" and value not in AGREEING_FORMATS:
+                return False
+            if key in ("enum", "const", "default", "examples"):
+                continue  # values, not subschemas
+            if not _fast_eligible(value):
+                return False
+    elif isinstance(schema, list):
+        return all(_fast_eligible(v) for v in schema)
+    return True
+
+
+class FastEngine:
+    """jsonschema-rs for the verdict on valid records; the reference (`jsonschema`) for every record it
+    rejects, because only the reference gives per-field diagnostics. So a disagreement in which
+    jsonschema-rs rejects a record that the reference accepts is seen at no cost: the reference's
+    verdict stands and the schema is demoted to the reference for the rest of the process
+    (`disagreements` counts them)."""
+
+    def __init__(self, schema: JSON) -> None:
+        self.rs: Any = None
+        self.disagreements = 0
+        if not _fast_eligible(schema):
+            return
+        try:
+            import jsonschema_rs
+        except ImportError:  # the reference alone is still exact, only slower
+            return
+        try:
+            self.rs = jsonschema_rs.Draft202012Validator(schema, validate_formats=True)
+        except Exception:  # noqa: BLE001 - a schema jsonschema-rs refuses goes to the reference
+            self.rs = None
+
+    def accepts(self, record: Any) -> bool:
+        """True when jsonschema-rs accepts the record (and the schema is on the fast path)."""
+        if self.rs is None:
+            return False
+        try:
+            return bool(self.rs.is_valid(record))
+        except Exception:  # noqa: BLE001 - e.g. an int beyond 64 bits: ask the reference
+            return False
+
+    def rejected_but_valid(self) -> None:
+        self.disagreements += 1
+        self.rs = None
+
+
+@lru_cache(maxsize=64)
+def _fast_for(schema_json: str) -> FastEngine:
+    import json
+
+    return FastEngine(json.loads(schema_json))
+
+
+def fast_engine_for(schema: JSON) -> FastEngine:
+    import json
+
+    return _fast_for(json.dumps(schema, sort_keys=True))
+
+
 def path_string(parts: Any) -> str:
     """Design §5 leaf path: keys joined by '.', any list position written as '[]'."""
     out = ""
@@ -162,12 +236,19 @@ class SchemaCheck:
         }
 
 
-def check_record(record: Any, schema: JSON, validator: Any = None) -> SchemaCheck:
+def check_record(
+    record: Any, schema: JSON, validator: Any = None, fast_engine: FastEngine | bool | None = None
+) -> SchemaCheck:
     """Validate one parsed record and classify every error by kind and field.
 
-    Pass `validator` (from `validator_for(schema)`) when checking many records, to skip the cache lookup.
+    Pass `validator` (from `validator_for(schema)`) and `fast_engine` (from `fast_engine_for(schema)`)
+    when checking many records, to skip the cache lookups; `fast_engine=False` uses the reference alone.
     """
-    validator = validator or validator_for(schema)
+    validator = validator or validator_for(schema)  # first: it raises InvalidSchemaError for a bad schema
+    fast = fast_engine_for(schema) if fast_engine is None else fast_engine
+    consulted = isinstance(fast, FastEngine) and fast.rs is not None
+    if consulted and fast.accepts(record):  # type: ignore[union-attr]
+        return SchemaCheck(valid=True)
     check = SchemaCheck(valid=True)
     missing_seen: set[tuple[int, str]] = (
         set()
@@ -189,4 +270,6 @@ def check_record(record: Any, schema: JSON, validator: Any = None) -> SchemaChec
             check.counts[(kind, base or "$")] += 1
         if len(check.messages) < MAX_MESSAGES:
             check.messages.append(f"{base or '$'}: {err.message[:200]}")
+    if check.valid and consulted:
+        fast.rejected_but_valid()  # type: ignore[union-attr]  # jsonschema-rs rejected what the reference accepts
     return check

@@ -12,10 +12,12 @@ t-interval) is that of the per-seed macro means over seeds. With no NaN the two 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.errors import BenchError
 from bench.stats import Stat
 from bench.store import RunStore
 
@@ -47,7 +49,8 @@ def read_manifest(run_dir: Path | str) -> dict[str, Any]:
         return {}
     try:
         m = store.read_manifest()
-    except (OSError, ValueError):
+    except (OSError, ValueError, BenchError) as exc:
+        print(f"warning: {exc}", file=sys.stderr)
         return {}
     return m if isinstance(m, dict) else {}
 
@@ -111,8 +114,68 @@ def metric_order(df: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(df["metric"].tolist()))
 
 
+INTERVAL_NOTE = "95% t-interval over seeds, clipped to the metric's range"
+
+
+def metric_bounds(name: str) -> tuple[float, float]:
+    """The values a metric can take: its registry entry's `bounds` when it declares one, else the
+    range its definition implies (rates in [0, 1], BLEU-style scores x100 in [0, 100], entropy and
+    counts >= 0, perplexity >= 1), else unbounded."""
+    try:
+        from bench.registry import METRICS
+
+        declared = METRICS.meta(name).get("bounds")
+        if isinstance(declared, list | tuple) and len(declared) == 2:
+            return (float(declared[0]), float(declared[1]))
+    except Exception:  # noqa: BLE001 - an unknown metric is just unbounded
+        pass
+    if name in _UNIT_RANGE or name.startswith(("distinct_", "tsr")):
+        return (0.0, 1.0)
+    if name in ("bleu", "rouge_l", "meteor"):
+        return (0.0, 100.0)
+    if name == "perplexity":
+        return (1.0, math.inf)
+    if name == "similarity":  # cosine
+        return (-1.0, 1.0)
+    if name in _NON_NEGATIVE:
+        return (0.0, math.inf)
+    return (-math.inf, math.inf)
+
+
+_UNIT_RANGE = frozenset({"parse_rate", "schema_valid", "field_overlap", "diversity", "novelty", "self_bleu"})
+_NON_NEGATIVE = frozenset(
+    {"entropy", "seconds", "records_per_s", "generator_calls", "agent_calls", "tokens_in", "tokens_out"}
+    | {"nfe", "cost_usd"}
+)
+
+
+def metric_unit(name: str) -> str:
+    """What a metric's number is, for axis labels: share, score x100, nats, seconds ..."""
+    lo, hi = metric_bounds(name)
+    if (lo, hi) == (0.0, 1.0):
+        return "share, 0\u20131"
+    if (lo, hi) == (0.0, 100.0):
+        return "score \u00d7100"
+    return _UNITS.get(name, "value")
+
+
+_UNITS = {
+    "similarity": "cosine",
+    "entropy": "nats",
+    "perplexity": "per token",
+    "seconds": "s",
+    "records_per_s": "records/s",
+    "cost_usd": "USD",
+    "tokens_in": "tokens",
+    "tokens_out": "tokens",
+    "nfe": "forward passes",
+    "generator_calls": "calls",
+    "agent_calls": "calls",
+}
+
+
 def _row(level: str, system: str, task: str, metric: str, stat: Stat, n_failed: int) -> dict[str, Any]:
-    lo, hi = stat.t_interval()
+    lo, hi = stat.bounded_interval(metric_bounds(metric))
     return {
         "level": level,
         "system": system,

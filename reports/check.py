@@ -7,7 +7,12 @@ metric's *bad* direction by more than `k` standard errors of the baseline (std /
 than the absolute `floor` when that is larger (so a zero-variance baseline does not fail on float noise,
 and a team can say "never flag less than 0.01"). Moves in the good direction never fail; metrics
 without a direction are reported and skipped. A metric that was finite in the baseline and is missing or
-NaN now fails: losing a number is a regression of its own.
+NaN now fails: losing a number is a regression of its own. So does a cell of the checked run that failed
+or is damaged on disk: one row `<system>/<task>/cells` per (system, task) names the seeds and reasons,
+because a gate that only showed `n 10 -> 9` would let a crashing system through.
+
+Baselines are validated with a pydantic model (`Baseline`), so a hand-edited or truncated file gives
+one clear error naming the file and the field, never a KeyError.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from bench.errors import BenchError
 from bench.store import atomic_write_json, atomic_write_text, read_json
@@ -73,6 +80,37 @@ def write_baseline(run_dir: Path | str, out: Path | str) -> dict[str, Any]:
     return baseline
 
 
+class BaselineEntry(BaseModel):
+    """One (system, task, metric) of a baseline; numbers are null where undefined (NaN)."""
+
+    model_config = ConfigDict(extra="allow")
+    system: StrictStr
+    task: StrictStr
+    metric: StrictStr
+    better: Literal["up", "down"] | None = None
+    n: int = Field(0, ge=0)
+    n_failed: int = Field(0, ge=0)
+    mean: float | None = None
+    std: float | None = None
+    sem: float | None = Field(None, ge=0)
+
+
+class Baseline(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    format: Literal["aod-bench-baseline"]
+    version: int = Field(..., ge=1)
+    entries: list[BaselineEntry]
+
+
+def _first_errors(exc: ValidationError, limit: int = 3) -> str:
+    parts = []
+    for err in exc.errors()[:limit]:
+        where = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        parts.append(f"{where}: {err['msg']}")
+    more = len(exc.errors()) - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
 def read_baseline(path: Path | str) -> dict[str, Any]:
     try:
         data = read_json(Path(path))
@@ -80,15 +118,21 @@ def read_baseline(path: Path | str) -> dict[str, Any]:
         raise BenchError(
             f"{path}: no such baseline file (write one with `bench baseline RUN_DIR -o {path}`)"
         ) from None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise BenchError(f"{path}: not a JSON baseline: {exc}") from None
+    except OSError as exc:
+        raise BenchError(f"{path}: cannot read the baseline: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT:
         raise BenchError(f'{path}: not a bench baseline (expected "format": "{BASELINE_FORMAT}")')
-    if int(data.get("version", 0)) > BASELINE_VERSION:
+    try:
+        model = Baseline.model_validate(data)
+    except ValidationError as exc:
+        raise BenchError(f"{path}: malformed baseline: {_first_errors(exc)}") from None
+    if model.version > BASELINE_VERSION:
         raise BenchError(
-            f"{path}: baseline version {data.get('version')} is newer than this bench ({BASELINE_VERSION})"
+            f"{path}: baseline version {model.version} is newer than this bench ({BASELINE_VERSION})"
         )
-    return data
+    return model.model_dump()
 
 
 @dataclass(frozen=True)
@@ -156,6 +200,43 @@ def check_run(
         out.append(
             CheckResult(system, task, metric, better, b_mean, b_sem, b_n, c_mean, c_n, tol, status, reason)
         )
+    return out + _cell_failures(run_dir, baseline)
+
+
+def _cell_failures(run_dir: Path | str, baseline: dict[str, Any]) -> list[CheckResult]:
+    """One failing row per (system, task) with failed or damaged cells in the checked run."""
+    from bench.store import RunStore
+    from reports.aggregate import failed_cells
+
+    bad: dict[tuple[str, str], list[str]] = {}
+    for c in failed_cells(run_dir):
+        bad.setdefault((c["system"], c["task"]), []).append(f"seed {c['seed']}: {c['error']}")
+    for key, reason in RunStore(run_dir).damaged_cells():
+        bad.setdefault((key.system, key.task), []).append(f"seed {key.seed}: damaged ({reason})")
+    base_n = {(str(e["system"]), str(e["task"])): int(e.get("n") or 0) for e in baseline.get("entries") or []}
+    ok_n: dict[tuple[str, str], int] = {}
+    for c in RunStore(run_dir).iter_cells():
+        if c.status == "ok":
+            ok_n[(c.key.system, c.key.task)] = ok_n.get((c.key.system, c.key.task), 0) + 1
+    out = []
+    for (system, task), reasons in bad.items():
+        word = "cell" if len(reasons) == 1 else "cells"
+        out.append(
+            CheckResult(
+                system,
+                task,
+                "cells",
+                None,
+                math.nan,
+                math.nan,
+                base_n.get((system, task), 0),
+                math.nan,
+                ok_n.get((system, task), 0),
+                0.0,
+                "fail",
+                f"{len(reasons)} {word} failed: " + "; ".join(reasons),
+            )
+        )
     return out
 
 
@@ -169,6 +250,11 @@ def render_check(results: list[CheckResult], *, k: float, floor: float, verbose:
     for r in shown:
         arrow = _ARROW.get(r.better or "", " ")
         word = {"fail": "FAIL", "pass": "ok  ", "skip": "skip"}[r.status]
+        if r.metric == "cells" and r.better is None and math.isnan(r.baseline_mean):
+            lines.append(
+                f"{word} {r.name}  (ok seeds: {r.baseline_n} in the baseline -> {r.current_n})  {r.reason}"
+            )
+            continue
         sem = "" if math.isnan(r.baseline_sem) else f" = {k:g} x s.e. {r.baseline_sem:.3g}"
         floor_txt = f", floor {floor:g}" if floor else ""
         lines.append(

@@ -6,6 +6,25 @@ import math
 
 DASH = "\u2013"  # en dash: how a NaN (metric undefined, e.g. no parsed record) is shown
 
+# Why a cell has no number, when it is not a NaN: each reason has its own mark (explained in every
+# table's notes), so a failed cell never looks like a system that was not run or is not built yet.
+MARKS = {
+    "failed": "\u00d7",  # ×: the system ran, every cell that would give this value failed (harness)
+    "pending": "\u25cb",  # ○: the system is declared pending in the suite (not built yet)
+    "not_run": "n/r",  # the system is not in this run (left out, e.g. with --systems)
+}
+MARK_NOTES = {
+    "failed": "every cell failed (a harness or backend failure, listed under failed cells)",
+    "pending": "system pending (not built yet)",
+    "not_run": "system not in this run",
+}
+
+
+def marks_note() -> str:
+    """The footnote that explains the marks and the dash."""
+    parts = [f"{MARKS[k]}: {MARK_NOTES[k]}" for k in MARKS]
+    return "; ".join(parts) + f"; {DASH}: undefined (e.g. no parsed record)."
+
 
 def is_missing(x: float | None) -> bool:
     return x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x)))

@@ -59,6 +59,30 @@ def render_table_html(table: Table) -> str:
     )
 
 
+def render_reproduction_html(repro: Any) -> str:
+    """The reproduction view: "ours / paper ↑" per cell; green where ours is better, red where worse."""
+    head = "".join(
+        f"<th>{esc(c.label)}{(' ' + _ARROW[c.better]) if c.better in _ARROW else ''}</th>"
+        for c in repro.columns
+    )
+    body = []
+    for r in repro.rows:
+        cells = []
+        for c in repro.columns:
+            cell = repro.cell(r.key, c.key)
+            cls = {True: "better", False: "worse"}.get(cell.better, "")
+            title = f"ours: {cell.ours.provenance}; published: {cell.paper.provenance}"
+            cells.append(f'<td class="{cls}" title="{esc(title)}">{esc(cell.text(c.decimals))}</td>')
+        body.append(
+            f'<tr class="repro-row" data-system="{esc(r.key)}"><th>{esc(r.label)}</th>{"".join(cells)}</tr>'
+        )
+    return (
+        f'<table class="bench repro" id="repro-{esc(repro.name)}"><caption>{esc(repro.caption)}</caption>'
+        f"<thead><tr><th>System</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        f'<p class="notes">{esc(" ".join(repro.notes))}</p>'
+    )
+
+
 def sample_rows(run_dir: Path | str) -> tuple[list[dict[str, Any]], int]:
     """Rows for the sample browser (capped per cell and in total) and how many samples were left out."""
     rows: list[dict[str, Any]] = []
@@ -81,12 +105,22 @@ def sample_rows(run_dir: Path | str) -> tuple[list[dict[str, Any]], int]:
                     "status": status,
                     "valid": status == "ok",
                     "tsr": scored.get("tsr"),
-                    "why": "; ".join(str(x) for x in (scored.get("tsr_failures") or [])),
+                    "why": why_text(scored),
+                    "kinds": [str(x) for x in (scored.get("tsr_failures") or [])],
                     "error": s.get("error") or scored.get("error") or "",
                     "text": text[:MAX_TEXT_CHARS] + ("\u2026" if len(text) > MAX_TEXT_CHARS else ""),
                 }
             )
     return rows, left_out
+
+
+def why_text(scored: dict[str, Any]) -> str:
+    """Why a sample failed, in words: the failed checks, then the validator's own messages
+    (`flight_number: 'SAS3' does not match ...`), which say what to fix."""
+    kinds = [str(x) for x in (scored.get("tsr_failures") or [])]
+    messages = [str(m) for m in (scored.get("schema_messages") or [])]
+    parts = [k for k in kinds if not (k == "schema_invalid" and messages)]
+    return "; ".join(parts + messages)
 
 
 def _json_for_script(obj: Any) -> str:
@@ -101,9 +135,15 @@ def _json_for_script(obj: Any) -> str:
     )
 
 
-def _img(path: Path) -> str:
+def _img(name: str, path: Path) -> str:
+    from reports.plots import plot_caption
+
+    title, caption = plot_caption(name)
     data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f'<figure><img alt="{esc(path.stem)}" src="data:image/png;base64,{data}"><figcaption>{esc(path.stem)}</figcaption></figure>'
+    return (
+        f'<figure id="plot-{esc(name)}"><img alt="{esc(title)}" src="data:image/png;base64,{data}">'
+        f"<figcaption><b>{esc(title)}.</b> {esc(caption)}</figcaption></figure>"
+    )
 
 
 _CSS = """
@@ -116,7 +156,9 @@ tr.group th{text-align:left;font-style:italic;background:#f4f4f4}
 caption{caption-side:top;text-align:left;font-weight:600;margin-bottom:4px}
 .notes{font-size:12px;color:#555}
 pre{white-space:pre-wrap;word-break:break-word;font-size:12px;max-width:900px;margin:0}
-figure{display:inline-block;margin:0 1em 1em 0}figure img{max-width:560px}
+figure{display:inline-block;margin:0 1em 1em 0;max-width:560px;vertical-align:top}figure img{max-width:560px}
+figcaption{font-size:12px;color:#444}
+td.better{color:#18794e}td.worse{color:#b42318}
 .pass{color:#18794e}.fail{color:#b42318;font-weight:600}.skip{color:#6b7280}
 #filters select{margin-right:1em}
 """
@@ -126,12 +168,15 @@ _JS = """
   window.addEventListener('error', function(e){document.body.setAttribute('data-js-error', String(e.message));});
   var data = JSON.parse(document.getElementById('sample-data').textContent);
   var f = {system: document.getElementById('f-system'), task: document.getElementById('f-task'),
-           seed: document.getElementById('f-seed'), valid: document.getElementById('f-valid')};
+           seed: document.getElementById('f-seed'), valid: document.getElementById('f-valid'),
+           kind: document.getElementById('f-kind'), why: document.getElementById('f-why')};
   function fill(sel, values){
     values.forEach(function(v){var o=document.createElement('option');o.value=String(v);o.textContent=String(v);sel.appendChild(o);});
   }
   function uniq(key){var s=[];data.forEach(function(r){if(s.indexOf(r[key])<0)s.push(r[key]);});return s;}
   fill(f.system, uniq('system')); fill(f.task, uniq('task')); fill(f.seed, uniq('seed'));
+  var kinds=[]; data.forEach(function(r){(r.kinds||[]).forEach(function(k){if(kinds.indexOf(k)<0)kinds.push(k);});});
+  fill(f.kind, kinds.sort());
   var body = document.getElementById('sample-body'), count = document.getElementById('sample-count');
   function cell(tr, text, cls){var td=document.createElement('td');if(cls)td.className=cls;td.textContent=text;tr.appendChild(td);return td;}
   function render(){
@@ -143,6 +188,9 @@ _JS = """
       if(f.seed.value && String(r.seed) !== f.seed.value) return;
       if(f.valid.value === 'valid' && !r.valid) return;
       if(f.valid.value === 'invalid' && r.valid) return;
+      if(f.kind.value && (r.kinds||[]).indexOf(f.kind.value) < 0) return;
+      var needle = f.why.value.toLowerCase();
+      if(needle && ([r.why, r.error].join(' ').toLowerCase().indexOf(needle) < 0)) return;
       var tr = document.createElement('tr'); tr.className = 'sample ' + (r.valid ? 'valid' : 'invalid');
       cell(tr, r.system, 'l'); cell(tr, r.task, 'l'); cell(tr, String(r.seed)); cell(tr, String(r.index));
       cell(tr, r.status, 'l'); cell(tr, r.tsr === null || r.tsr === undefined ? '\\u2013' : (r.tsr ? 'yes' : 'no'));
@@ -152,7 +200,8 @@ _JS = """
     });
     count.textContent = n + ' of ' + data.length + ' samples shown';
   }
-  [f.system, f.task, f.seed, f.valid].forEach(function(s){s.addEventListener('change', render);});
+  [f.system, f.task, f.seed, f.valid, f.kind].forEach(function(s){s.addEventListener('change', render);});
+  f.why.addEventListener('input', render);
   render();
   document.body.setAttribute('data-ready', '1');
 })();
@@ -162,7 +211,7 @@ _JS = """
 def render_report_html(run_dir: Path | str, *, plots: dict[str, list[Path]] | None = None) -> str:
     """The whole report page as one string (see module docstring)."""
     from reports.aggregate import failed_cells, read_manifest
-    from reports.markdown import _manifest_facts
+    from reports.run_report import manifest_facts
     from reports.table import tables_for_run
 
     manifest = read_manifest(run_dir)
@@ -175,7 +224,7 @@ def render_report_html(run_dir: Path | str, *, plots: dict[str, list[Path]] | No
         f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{esc(title)}</h1>",
         "<ul>"
-        + "".join(f"<li><b>{esc(k)}</b>: {esc(v)}</li>" for k, v in _manifest_facts(manifest, run_dir))
+        + "".join(f"<li><b>{esc(k)}</b>: {esc(v)}</li>" for k, v in manifest_facts(manifest, run_dir))
         + "</ul>",
     ]
     expectations = [e for e in manifest.get("expectations") or [] if isinstance(e, dict)]
@@ -196,9 +245,15 @@ def render_report_html(run_dir: Path | str, *, plots: dict[str, list[Path]] | No
     parts.append("<h2>Tables</h2>")
     for t in tables_for_run(run_dir):
         parts.append(render_table_html(t))
+        if t.reproduces:
+            from reports.reproduction import build_reproduction
+
+            parts.append(render_reproduction_html(build_reproduction(t, t.reproduces)))
     if plots:
         parts.append('<h2>Plots</h2><div id="plots">')
-        parts += [_img(files[0]) for files in plots.values() if files and files[0].suffix == ".png"]
+        parts += [
+            _img(name, files[0]) for name, files in plots.items() if files and files[0].suffix == ".png"
+        ]
         parts.append("</div>")
     failed = failed_cells(run_dir)
     parts.append(f"<h2>Failed cells ({len(failed)})</h2>")
@@ -226,7 +281,10 @@ def render_report_html(run_dir: Path | str, *, plots: dict[str, list[Path]] | No
         'task <select id="f-task"><option value="">all</option></select>'
         'seed <select id="f-seed"><option value="">all</option></select>'
         'samples <select id="f-valid"><option value="">all</option><option value="valid">valid</option>'
-        '<option value="invalid">invalid</option></select> <span id="sample-count"></span></div>'
+        '<option value="invalid">invalid</option></select>'
+        'failure <select id="f-kind"><option value="">any</option></select>'
+        'why contains <input id="f-why" type="search" placeholder="e.g. does not match">'
+        ' <span id="sample-count"></span></div>'
         '<table class="samples"><thead><tr><th>system</th><th>task</th><th>seed</th><th>#</th><th>status</th>'
         '<th>TSR</th><th>why</th><th>text</th></tr></thead><tbody id="sample-body"></tbody></table>'
     )
@@ -247,5 +305,5 @@ def write_report_html(run_dir: Path | str, *, with_plots: bool = True) -> Path:
 
         plots = write_plots(run_dir)
     path = Path(run_dir) / "report.html"
-    atomic_write_text(path, render_report_html(run_dir, plots=plots))
+    atomic_write_text(path, render_report_html(run_dir, plots=plots), errors="replace")  # lone surrogates
     return path

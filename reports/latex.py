@@ -7,7 +7,12 @@ Why escape everything: system, task and caption strings come from suites users w
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from reports.table import Table, TableCell
+
+if TYPE_CHECKING:
+    from reports.reproduction import Reproduction
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
@@ -26,6 +31,11 @@ _LATEX_SPECIAL = {
     "\u00b1": r"$\pm$",
     "\u2013": "--",
     "\u2014": "---",
+    "\u00d7": r"$\times$",
+    "\u25cb": r"$\circ$",
+    "\u00b7": r"$\cdot$",
+    "\u2191": r"$\uparrow$",
+    "\u2193": r"$\downarrow$",
 }
 _ARROW = {"up": r"$\uparrow$", "down": r"$\downarrow$"}
 
@@ -36,6 +46,8 @@ def latex_escape(text: object) -> str:
 
 
 def _cell_tex(cell: TableCell, show_std: bool) -> str:
+    if cell.mark:
+        return latex_escape(cell.text(show_std))
     if cell.missing:
         return "--"
     from reports.fmt import decimals_for, fmt_num
@@ -79,10 +91,34 @@ def render_table_latex(table: Table, *, float_env: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_latex_document(tables: list[Table]) -> str:
+def render_reproduction_latex(repro: Reproduction) -> str:
+    """The reproduction view as a `table*` float: "ours / paper ↑" per cell (booktabs, escaped)."""
+    header = [latex_escape("System")] + [
+        latex_escape(c.label) + (f" {_ARROW[c.better]}" if c.better in _ARROW else "") for c in repro.columns
+    ]
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\scriptsize",
+        rf"\caption{{{latex_escape(repro.caption)}}}",
+        rf"\begin{{tabular}}{{l{'r' * len(repro.columns)}}}",
+        r"\toprule",
+        " & ".join(header) + r" \\",
+        r"\midrule",
+    ]
+    for r in repro.rows:
+        cells = [latex_escape(repro.cell(r.key, c.key).text(c.decimals)) for c in repro.columns]
+        lines.append(" & ".join([latex_escape(r.label), *cells]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    lines.append(r"\par\smallskip{\footnotesize " + latex_escape(" ".join(repro.notes)) + "}")
+    lines.append(r"\end{table}")
+    return "\n".join(lines) + "\n"
+
+
+def render_latex_document(tables: list[Table], extra: list[str] | None = None) -> str:
     """A standalone article holding the tables: what `bench report --format latex --standalone` and the
     pdflatex test compile. Needs only texlive-latex-base + texlive-latex-recommended (booktabs)."""
-    body = "\n".join(render_table_latex(t) for t in tables)
+    body = "\n".join([*(render_table_latex(t) for t in tables), *(extra or [])])
     return (
         "\\documentclass{article}\n"
         "\\usepackage[T1]{fontenc}\n"

@@ -50,7 +50,7 @@ def _safe(name: str) -> str:
 
 def metric_bars(df: pd.DataFrame, metric: str, base: Path) -> list[Path]:
     """Per-system macro mean of `metric` with asymmetric 95% t-interval error bars."""
-    from reports.aggregate import metric_better, system_stats
+    from reports.aggregate import metric_better, metric_bounds, metric_unit, system_stats
 
     stats = {s: st for (s, m), (st, _) in system_stats(df).items() if m == metric and st.n > 0}
     if not stats:
@@ -58,14 +58,19 @@ def metric_bars(df: pd.DataFrame, metric: str, base: Path) -> list[Path]:
     plt = _pyplot()
     systems = list(stats)
     means = [stats[s].mean for s in systems]
-    lo = [stats[s].mean - stats[s].t_interval()[0] if stats[s].n >= 2 else 0.0 for s in systems]
-    hi = [stats[s].t_interval()[1] - stats[s].mean if stats[s].n >= 2 else 0.0 for s in systems]
+    bounds = metric_bounds(metric)
+    ci = {s: stats[s].bounded_interval(bounds) for s in systems}
+    lo = [max(0.0, stats[s].mean - ci[s][0]) if stats[s].n >= 2 else 0.0 for s in systems]
+    hi = [max(0.0, ci[s][1] - stats[s].mean) if stats[s].n >= 2 else 0.0 for s in systems]
     fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(systems) + 2), 3.2))
     ax.bar(range(len(systems)), means, yerr=[lo, hi], capsize=4, color="#4C72B0")
     ax.set_xticks(range(len(systems)), systems, rotation=30, ha="right")
-    arrow = {"up": " (higher is better)", "down": " (lower is better)"}.get(metric_better(metric) or "", "")
-    ax.set_ylabel(metric + arrow)
-    ax.set_title(f"{metric}: macro mean over tasks, 95% t-interval over seeds", fontsize=9)
+    ax.set_xlabel("system")
+    arrow = {"up": ", higher is better", "down": ", lower is better"}.get(metric_better(metric) or "", "")
+    ax.set_ylabel(f"{metric} ({metric_unit(metric)}{arrow})")
+    if bounds == (0.0, 1.0):
+        ax.set_ylim(0.0, 1.05)
+    ax.set_title(f"{metric} by system", fontsize=10)
     return _save(fig, base)
 
 
@@ -88,9 +93,9 @@ def similarity_diversity(df: pd.DataFrame, base: Path) -> list[Path]:
         yerr = 0.0 if math.isnan(y.sem) else y.sem
         ax.errorbar(x.mean, y.mean, xerr=xerr, yerr=yerr, fmt="o", capsize=3)
         ax.annotate(s, (x.mean, y.mean), textcoords="offset points", xytext=(5, 5), fontsize=8)
-    ax.set_xlabel("similarity to holdout (higher is better)")
-    ax.set_ylabel("diversity, distinct-2 (higher is better)")
-    ax.set_title("similarity vs diversity (macro means, \u00b11 s.e.)", fontsize=9)
+    ax.set_xlabel("similarity to holdout (cosine, higher is better)")
+    ax.set_ylabel("diversity (distinct-2, share 0\u20131, higher is better)")
+    ax.set_title("Similarity against diversity", fontsize=10)
     return _save(fig, base)
 
 
@@ -130,9 +135,9 @@ def reward_curves(run_dir: Path | str, base: Path) -> list[Path]:
             [m + e for m, e in zip(mean, sem, strict=True)],
             alpha=0.2,
         )
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("reward")
-    ax.set_title("reward vs iteration (mean \u00b11 s.e. over tasks and seeds)", fontsize=9)
+    ax.set_xlabel("optimizer iteration")
+    ax.set_ylabel("reward (the optimizer's own scale)")
+    ax.set_title("Optimizer reward by iteration", fontsize=10)
     ax.legend(fontsize=8)
     return _save(fig, base)
 
@@ -175,10 +180,81 @@ def throughput_vs_tsr(run_dir: Path | str, df: pd.DataFrame, base: Path) -> list
         ax.scatter([rate], [tsr])
         ax.annotate(s, (rate, tsr), textcoords="offset points", xytext=(5, 5), fontsize=8)
     ax.set_xscale("log")
-    ax.set_xlabel("records / s (log)")
-    ax.set_ylabel("TSR (higher is better)")
-    ax.set_title("throughput vs task success", fontsize=9)
+    ax.set_xlabel("throughput (records/s, log scale)")
+    ax.set_ylabel("TSR (share 0\u20131, higher is better)")
+    ax.set_title("Throughput against task success", fontsize=10)
     return _save(fig, base)
+
+
+def fidelity_privacy(df: pd.DataFrame, base: Path) -> list[Path]:
+    """One point per system: distribution fidelity (marginal_fidelity, else mauve) against the DCR
+    share of records closer to a reference than to the holdout (0.5 ideal; 1.0: copies)."""
+    from reports.aggregate import system_stats
+
+    stats = system_stats(df)
+    fid_metric = next((m for m in ("marginal_fidelity", "mauve") if any(k[1] == m for k in stats)), None)
+    if fid_metric is None:
+        return []
+    systems = [
+        s
+        for (s, m) in stats
+        if m == fid_metric and (s, "dcr_share_closer_to_train") in stats and stats[(s, m)][0].n
+    ]
+    systems = [s for s in dict.fromkeys(systems) if stats[(s, "dcr_share_closer_to_train")][0].n]
+    if not systems:
+        return []
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(4.8, 4.0))
+    for s in systems:
+        x, y = stats[(s, "dcr_share_closer_to_train")][0], stats[(s, fid_metric)][0]
+        xerr = 0.0 if math.isnan(x.sem) else x.sem
+        yerr = 0.0 if math.isnan(y.sem) else y.sem
+        ax.errorbar(x.mean, y.mean, xerr=xerr, yerr=yerr, fmt="o", capsize=3)
+        ax.annotate(s, (x.mean, y.mean), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    ax.axvline(0.5, color="#888", linestyle="--", linewidth=1)
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel("DCR: share of records closer to a reference than to the holdout (0.5 ideal)")
+    ax.set_ylabel(f"{fid_metric} (share 0\u20131, higher is better)")
+    ax.set_title("Fidelity against privacy", fontsize=10)
+    return _save(fig, base)
+
+
+def plot_caption(name: str) -> tuple[str, str]:
+    """(title, one-line caption) of a plot by its name in `write_plots`' result."""
+    from reports.aggregate import INTERVAL_NOTE, metric_bounds
+
+    if name.startswith("bars_"):
+        metric = name[len("bars_") :]
+        lo, hi = metric_bounds(metric)
+        rng = f" [{lo:g}, {hi:g}]" if math.isfinite(lo) and math.isfinite(hi) else ""
+        return (
+            f"{metric} by system",
+            f"Macro mean over tasks per system; error bars: {INTERVAL_NOTE}{rng}.",
+        )
+    return _CAPTIONS.get(name, (name.replace("_", " "), ""))
+
+
+_CAPTIONS = {
+    "similarity_diversity": (
+        "Similarity against diversity",
+        "One point per system (macro means over tasks); bars: \u00b11 standard error over seeds. "
+        "Up and to the right is better: the paper's central trade-off.",
+    ),
+    "reward_curves": (
+        "Optimizer reward by iteration",
+        "Mean reward per iteration over tasks and seeds, band \u00b11 standard error; a flat curve "
+        "means the optimizer found nothing better than its start.",
+    ),
+    "throughput_vs_tsr": (
+        "Throughput against task success",
+        "Records per second (log scale) against TSR, macro means per system: the cost of quality.",
+    ),
+    "fidelity_privacy": (
+        "Fidelity against privacy",
+        "Distribution fidelity (marginal_fidelity, else MAUVE) against the share of records closer to a "
+        "reference than to the holdout (DCR; 0.5 ideal, 1.0: copies), macro means, \u00b11 s.e.",
+    ),
+}
 
 
 def write_plots(run_dir: Path | str, df: pd.DataFrame | None = None) -> dict[str, list[Path]]:
@@ -198,6 +274,7 @@ def write_plots(run_dir: Path | str, df: pd.DataFrame | None = None) -> dict[str
         ("similarity_diversity", similarity_diversity(df, out_dir / "similarity_diversity")),
         ("reward_curves", reward_curves(run_dir, out_dir / "reward_curves")),
         ("throughput_vs_tsr", throughput_vs_tsr(run_dir, df, out_dir / "throughput_vs_tsr")),
+        ("fidelity_privacy", fidelity_privacy(df, out_dir / "fidelity_privacy")),
     ):
         if files:
             plots[name] = files

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from bench.errors import BenchError
 from bench.stats import Stat, paired_test, welch_p
-from reports.fmt import DASH, fmt_mean_std, fmt_num, is_missing
+from reports.fmt import DASH, MARKS, fmt_mean_std, fmt_num, is_missing, marks_note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -84,6 +84,11 @@ class TableSpec(BaseModel):
     bold: Literal["significant", "best", "none"] = Field("significant", description="bold rule")
     alpha: float = Field(0.05, gt=0, lt=1, description="significance level of the bold rule")
     row_header: str = Field("System", description="header of the row-label column")
+    reproduces: str | None = Field(
+        None,
+        description="a published results file (name in reports/paper_results/ or a path): reports add the "
+        "reproduction view, this table beside the published one with the direction of each difference",
+    )
 
     @field_validator("rows", mode="before")
     @classmethod
@@ -158,13 +163,16 @@ class TableCell:
     provenance: str = ""
     decimals: int | None = None
     bold: bool = False
+    mark: str | None = None  # failed | pending | not_run (reports.fmt.MARKS); None: a number or a NaN
 
     @property
     def missing(self) -> bool:
         return is_missing(self.mean)
 
     def text(self, show_std: bool) -> str:
-        """Plain text (no markup): "m ± s", "m" or the dash."""
+        """Plain text (no markup): "m ± s", "m", a mark (failed, pending, not run) or the dash."""
+        if self.mark:
+            return MARKS[self.mark]
         if self.missing:
             return DASH
         if show_std:
@@ -183,6 +191,7 @@ class Table:
     cells: dict[tuple[str, str], TableCell]
     show_std: bool = True
     notes: list[str] = field(default_factory=list)
+    reproduces: str | None = None  # published results file to set beside this table
 
     def cell(self, row: str, column: str) -> TableCell:
         return self.cells.get((row, column)) or TableCell()
@@ -221,6 +230,18 @@ class RunSource:
     def systems(self) -> list[str]:
         return list(dict.fromkeys(self.df["system"].tolist()))
 
+    def _systems(self) -> set[str]:
+        if ("systems",) not in self._cache:
+            self._cache[("systems",)] = set(self.systems())
+        return self._cache[("systems",)]
+
+    def seed_count(self) -> int:
+        """Seeds of the run (the manifest's seed list; else the seeds present in cells)."""
+        seeds = (self.manifest.get("suite") or {}).get("seeds")
+        if isinstance(seeds, list) and seeds:
+            return len(seeds)
+        return int(self.df["seed"].nunique()) if len(self.df) else 0
+
     def metrics(self) -> list[str]:
         """The suite's metrics (efficiency values the runner adds stay out of default tables)."""
         from reports.aggregate import metric_order, suite_metric_names
@@ -240,9 +261,17 @@ class RunSource:
             frame = self._frame(tasks)
             self._cache[key] = (system_stats(frame), per_seed_macro(frame))
         stats, macro = self._cache[key]
+        if system not in self._systems():
+            suite = self.manifest.get("suite") or {}
+            pending = suite.get("pending") or {}
+            if system in pending:
+                return TableCell(mark="pending", provenance=f"pending: {pending[system]}")
+            return TableCell(mark="not_run", provenance=f"{self.describe()}: {system} is not in this run")
         if (system, metric) not in stats:
             return TableCell(provenance=f"{self.describe()}: no cell of {system} has {metric}")
         st, n_failed = stats[(system, metric)]
+        if st.n == 0 and st.n_nan == 0 and n_failed:
+            return TableCell(mark="failed", provenance=f"{self.describe()}: all {n_failed} cell(s) failed")
         rows = macro[(macro["system"] == system) & (macro["metric"] == metric)]
         seeds = {
             int(s): float(v) for s, v in zip(rows["seed"], rows["value"], strict=True) if not math.isnan(v)
@@ -251,7 +280,9 @@ class RunSource:
         prov = f"{self.describe()}: macro mean over {scope}; {st.n} seed(s)"
         if n_failed:
             prov += f", {n_failed} failed cell(s) left out"
-        return TableCell(st.mean, st.std, st.n, st.t_interval(), seeds, prov)
+        from reports.aggregate import metric_bounds
+
+        return TableCell(st.mean, st.std, st.n, st.bounded_interval(metric_bounds(metric)), seeds, prov)
 
 
 class ResultsFileSource:
@@ -301,8 +332,33 @@ class ResultsFileSource:
 
 # --------------------------------------------------------------------------------------- building
 def default_spec(source: TableSource, name: str = "main") -> TableSpec:
-    """All systems as rows, all metrics as columns: the table a suite without `tables:` gets."""
-    return TableSpec(name=name, rows=source.systems() or [], columns=source.metrics() or ["tsr"])
+    """All systems as rows, all metrics as columns: the table a suite without `tables:` gets. The
+    synthetic-data quality metrics have a table of their own (`quality_spec`)."""
+    quality = set(_quality_metrics())
+    columns = [m for m in source.metrics() if m not in quality]
+    return TableSpec(name=name, rows=source.systems() or [], columns=columns or source.metrics() or ["tsr"])
+
+
+def _quality_metrics() -> list[str]:
+    try:
+        from metrics.registry import QUALITY_METRICS
+    except ImportError:  # reports render published results without the metrics package
+        return []
+    return list(QUALITY_METRICS)
+
+
+def quality_spec(source: TableSource) -> TableSpec | None:
+    """The "quality" table (distribution fidelity, privacy, utility) when the run scored any of them."""
+    present = set(source.metrics())
+    columns = [m for m in _quality_metrics() if m in present]
+    if not columns:
+        return None
+    return TableSpec(
+        name="quality",
+        caption="Synthetic-data quality: distribution fidelity, privacy and utility",
+        rows=source.systems() or [],
+        columns=columns,
+    )
 
 
 def build_table(spec: TableSpec, source: TableSource) -> Table:
@@ -383,9 +439,10 @@ def mark_best(table: Table, rule: str, alpha: float) -> None:
     elif rule == "best":
         table.notes.append("Bold: best value in each column (no significance test).")
     if table.show_std:
-        table.notes.append("Values: mean \u00b1 sample std over seeds; \u2013: not available.")
+        table.notes.append("Values: mean \u00b1 sample std over seeds.")
     else:
-        table.notes.append("Values: mean over seeds; \u2013: not available.")
+        table.notes.append("Values: mean over seeds.")
+    table.notes.append(marks_note())
 
 
 def tables_for_run(run_dir: Path | str, names: list[str] | None = None) -> list[Table]:
@@ -393,14 +450,52 @@ def tables_for_run(run_dir: Path | str, names: list[str] | None = None) -> list[
     source = RunSource(run_dir)
     suite = source.manifest.get("suite") or {}
     specs = parse_tables(suite.get("tables")) or [default_spec(source)]
+    quality = quality_spec(source)
+    if quality is not None and all(sp.name != "quality" for sp in specs):
+        specs.append(quality)
     tables = []
     all_tasks = list(dict.fromkeys(source.df["task"].tolist()))
+    seeds = source.seed_count()
+    profile = str(source.manifest.get("profile") or "")
     for spec in _select(specs, names):
+        spec = spec.model_copy(update={"caption": fill_caption(spec.caption, seeds, profile)})
         table = build_table(spec, source)
+        label_served(table, source.manifest)
         tasks = [t for t in all_tasks if not spec.tasks or t in spec.tasks]
         table.notes.insert(0, f"Macro mean over {len(tasks)} task(s): {', '.join(tasks)}.")
+        table.reproduces = spec.reproduces
         tables.append(table)
     return tables
+
+
+def fill_caption(caption: str, seeds: int, profile: str) -> str:
+    """`{seeds}` -> "3 seeds" (from the run, never from the suite text), `{profile}` -> the profile."""
+    word = f"{seeds} seed" + ("" if seeds == 1 else "s")
+    return caption.replace("{seeds}", word).replace("{profile}", profile)
+
+
+def label_served(table: Table, manifest: dict[str, Any]) -> None:
+    """Every row names the model that served it (manifest `served_by`, bench/served.py)."""
+    served = manifest.get("served_by") or {}
+    groups = []
+    for g in table.groups:
+        rows = []
+        for r in g.rows:
+            entry = served.get(r.key) if isinstance(served, dict) else None
+            text = entry.get("text") if isinstance(entry, dict) else None
+            rows.append(TableRow(r.key, f"{r.label} ({text})" if text else r.label))
+        groups.append(TableGroup(g.label, tuple(rows)))
+    table.groups = groups
+    notes = sorted(
+        {
+            f"{s}: {n}"
+            for s, e in (served.items() if isinstance(served, dict) else [])
+            if isinstance(e, dict) and s in {r.key for r in table.rows()}
+            for n in e.get("notes") or []
+        }
+    )
+    if notes:
+        table.notes.append("Stand-ins: " + "; ".join(notes) + ".")
 
 
 def tables_for_results(path: Path | str, names: list[str] | None = None) -> list[Table]:

@@ -6,10 +6,12 @@ Prompt = task instruction + JSON Schema + k few-shot references drawn per sample
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from bench.types import (
+    Completion,
     GenerationRequest,
     GenerationResult,
     RunContext,
@@ -19,6 +21,7 @@ from bench.types import (
     TaskSpec,
     Usage,
 )
+from systems.gen_limits import RETRY_FACTOR, task_max_tokens
 from systems.params import validate_params
 from systems.prompting import PromptParts, choose_examples, sample_rng
 
@@ -32,7 +35,12 @@ class ARParams(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
     top_k: int = Field(0, ge=0, description="top-k sampling (0 = off)")
     num_beams: int = Field(1, ge=1, description="beam width (backends that support beam search)")
-    max_tokens: int = Field(256, ge=1, description="maximum new tokens per record")
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="maximum new tokens per record (None: from the task's references, "
+        "systems/gen_limits.py; a cut-off at that default is retried once at twice the limit)",
+    )
     repeat_penalty: float = Field(1.0, gt=0.0, description="llama.cpp repetition penalty")
     k_shots: int = Field(3, ge=0, description="few-shot references shown per call")
     char_budget: int = Field(2400, ge=0, description="max characters of few-shot examples in a prompt")
@@ -58,7 +66,13 @@ class ARSystem:
         for k, v in (preset or {}).items():
             if k in SAMPLING_KNOBS and k not in p.model_fields_set:
                 merged[k] = v
+        if merged.get("max_tokens") is None:
+            merged["max_tokens"] = task_max_tokens(spec)
         return SamplingParams(**merged, json_schema=spec.schema if self.grammar else None)
+
+    def limit_is_default(self, preset: dict | None = None) -> bool:
+        """True when max_tokens comes from the task (neither the suite nor the preset set it)."""
+        return self.params.max_tokens is None and (preset or {}).get("max_tokens") is None
 
     def build_requests(
         self, spec: TaskSpec, n: int, seed: int, preset: dict | None = None
@@ -82,12 +96,33 @@ class ARSystem:
         samples: list[Sample] = []
         t0 = time.perf_counter()
         bs = self.params.batch_size
+        preset = ctx.model_spec(self.role).get("sampling")
+        retry = self.limit_is_default(preset) and not self.grammar
+        retried = 0
         for start in range(0, n, bs):
             batch = requests[start : start + bs]
             completions = backend.generate(batch)
-            for req, comp in zip(batch, completions, strict=True):
-                i = req.sample_index
+            for comp in completions:
                 usage.add_call(comp.tokens_in, comp.tokens_out, comp.cached, cost_usd=comp.cost_usd)
+            limits = [
+                {"max_tokens": r.params.max_tokens, "source": "task" if retry else "set"} for r in batch
+            ]
+            if retry:  # a cut-off at our own default limit is never charged: once more at twice the limit
+                cut = [j for j, c in enumerate(completions) if _cut_before_a_record(c)]
+                again = [
+                    replace(
+                        batch[j],
+                        params=replace(batch[j].params, max_tokens=batch[j].params.max_tokens * RETRY_FACTOR),
+                    )
+                    for j in cut
+                ]
+                for j, req, comp in zip(cut, again, backend.generate(again) if again else [], strict=True):
+                    usage.add_call(comp.tokens_in, comp.tokens_out, comp.cached, cost_usd=comp.cost_usd)
+                    completions[j] = comp
+                    limits[j]["retried_at"] = req.params.max_tokens
+                retried += len(cut)
+            for req, comp, limit in zip(batch, completions, limits, strict=True):
+                i = req.sample_index
                 samples.append(
                     Sample(
                         index=i,
@@ -95,9 +130,29 @@ class ARSystem:
                         finish_reason=comp.finish_reason,
                         error=comp.error,
                         status=SampleStatus.BACKEND_ERROR if comp.error else None,
-                        meta={"shots": shots[i], "cached": comp.cached},
+                        meta={"shots": shots[i], "cached": comp.cached, "limit": limit},
                     )
                 )
         usage.seconds = time.perf_counter() - t0
-        trace = [{"event": "generate", "model": backend.identity(), "n": n, "seed": seed}]
+        trace = [
+            {
+                "event": "generate",
+                "model": backend.identity(),
+                "n": n,
+                "seed": seed,
+                "max_tokens": requests[0].params.max_tokens if requests else None,
+                "max_tokens_source": "task" if retry else "set",
+                "retried_at_twice_the_limit": retried,
+            }
+        ]
         return GenerationResult(samples=samples, trace=trace, usage=usage)
+
+
+def _cut_before_a_record(comp: Completion) -> bool:
+    """Stopped by the token limit before any complete JSON object: what the retry is for. Models often
+    finish a record and then ramble on until the limit; that record is already whole (and extracted)."""
+    if comp.error or comp.finish_reason != "length":
+        return False
+    from metrics.extract import extract_record
+
+    return extract_record(comp.text, comp.finish_reason).record is None

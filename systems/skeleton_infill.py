@@ -75,8 +75,7 @@ def cached_infill(backend: Any, rows: Sequence[InfillRow], knobs: dict[str, Any]
     keys = [infill_key(ident, r, knobs) for r in rows]
     out: list[InfillResult | None] = []
     for k in keys:
-        hit = cache.get_value(k)
-        out.append(None if hit is None else InfillResult(**{**hit, "cached": True}))
+        out.append(cache.get_as(k, lambda hit: InfillResult(**{**hit, "cached": True})))
     todo = [i for i, r in enumerate(out) if r is None]
     cache.hits += len(rows) - len(todo)
     cache.misses += len(todo)

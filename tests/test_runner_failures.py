@@ -73,7 +73,7 @@ def test_missing_file_fails_only_that_cell_and_exit_code(tmp_path, capsys):
     cells = {c.key.seed: c for c in RunStore(tmp_path / "run").iter_cells()}
     assert cells[0].status == "ok" and cells[1].status == "failed"
     assert "no generations" in cells[1].record["error"]
-    assert out.strip().splitlines()[-1] == "2 passed, 0 failed"
+    assert out.strip().splitlines()[-1] == "2 passed, 0 failed; 1 of 2 cells failed"
 
 
 def test_hanging_cell_times_out_in_worker_and_run_goes_on(tmp_path):

@@ -16,6 +16,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _seeds(run_dir: str) -> list[int]:
+    from bench.store import RunStore
+
+    return sorted({c.key.seed for c in RunStore(run_dir).iter_cells() if c.status == "ok"})
+
+
+def _nothing_shared(run_a: str, run_b: str, rows: list) -> str:
+    """Why no pair could be formed: no shared (system, task, metric), or no shared seed."""
+    if not rows:
+        return f"{run_a} and {run_b} share no (system, task, metric) with finished cells; nothing to compare"
+    sa, sb = _seeds(run_a), _seeds(run_b)
+    shared = sorted(set(sa) & set(sb))
+    if not shared:
+        return (
+            f"no shared seed: {run_a} has seeds {', '.join(map(str, sa)) or 'none'}, {run_b} has seeds "
+            f"{', '.join(map(str, sb)) or 'none'}; a paired comparison needs the same seeds in both runs"
+        )
+    return f"no (system, task, metric) has a finite value in both runs for the shared seeds {shared}"
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -26,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         if not (Path(r) / "cells").is_dir():
             raise BenchError(f"{r}: not a run directory (no cells/)")
     rows = compare_runs(args.run_a, args.run_b)
+    if not any(r.n_shared for r in rows):
+        raise BenchError(_nothing_shared(args.run_a, args.run_b, rows))
     if args.metrics:
         wanted = {m.strip() for m in args.metrics.split(",") if m.strip()}
         rows = [r for r in rows if r.metric in wanted]

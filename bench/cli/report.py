@@ -61,18 +61,24 @@ def run(args: argparse.Namespace) -> int:
     if args.no_std:
         for t in tables:
             t.show_std = False
-    if args.format == "latex":
-        from reports.latex import render_latex_document, render_table_latex
+    from reports.reproduction import build_reproduction
 
+    repros = [build_reproduction(t, t.reproduces) for t in tables if getattr(t, "reproduces", None)]
+    if args.format == "latex":
+        from reports.latex import render_latex_document, render_reproduction_latex, render_table_latex
+
+        extra = [render_reproduction_latex(r) for r in repros]
         text = (
-            render_latex_document(tables)
+            render_latex_document(tables, extra)
             if args.standalone
-            else "\n".join(render_table_latex(t) for t in tables)
+            else "\n".join([*(render_table_latex(t) for t in tables), *extra])
         )
     elif args.format == "md":
-        from reports.markdown import render_table_md
+        from reports.markdown import render_reproduction_md, render_table_md
 
-        text = "\n".join(render_table_md(t) for t in tables)
+        text = "\n".join(
+            [*(render_table_md(t) for t in tables), *(render_reproduction_md(r) for r in repros)]
+        )
     else:
         from reports.csv_table import render_table_csv
 
@@ -81,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             for i, t in enumerate(tables)
         )
     if args.out:
-        atomic_write_text(Path(args.out), text)
+        atomic_write_text(Path(args.out), text, errors="replace")
         print(args.out, file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -29,6 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or write the call cache")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", action="store_true", help="print the resolved plan; load no model")
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="when preflight finds models that cannot serve here, run the systems that can",
+    )
     p.set_defaults(func=run)
 
 
@@ -47,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
     from bench.runner import RunOptions, run_suite, summary_line
 
     overrides = overrides_from_args(args)
+    if args.no_progress:
+        import os
+
+        os.environ["BENCH_PROGRESS"] = "0"  # worker processes inherit it (bench/progress.py)
     if args.dry_run:
         from bench.checks import prepare_suite, select
         from bench.dry_run import describe_plan
@@ -68,10 +77,13 @@ def run(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         data_dir=args.data_dir,
         progress=not args.no_progress,
+        keep_going=args.keep_going,
     )
     result = run_suite(args.suite, overrides, opts)
-    if result.report_md:
-        print(result.report_md)
+    if result.report_md:  # report.md is written; the terminal gets the same content without Markdown
+        from reports.terminal import render_report_text
+
+        print(render_report_text(result.run_dir))
     for f in result.failed_cells:
         print(f"FAILED cell {f.key.label()}: {f.error}")
     for e in result.expectations:

@@ -215,13 +215,21 @@ def run_score(args: argparse.Namespace) -> int:
 
 
 def run_rescore(args: argparse.Namespace) -> int:
-    from bench.cells import load_task_cached
-    from bench.store import RunStore, read_json
-    from metrics.scoring import score_cell
+    from bench.runlock import RunLock
+    from bench.store import RunStore
 
     store = RunStore(args.run_dir)
     if not store.exists():
         raise BenchError(f"not a run directory (no manifest.json): {args.run_dir}")
+    with RunLock(args.run_dir):
+        return _rescore_locked(args, store)
+
+
+def _rescore_locked(args: argparse.Namespace, store: Any) -> int:
+    from bench.cells import load_task_cached
+    from bench.store import read_json
+    from metrics.scoring import score_cell
+
     manifest = store.read_manifest()
     suite = manifest.get("suite") or {}
     names = parse_metric_list(args.metrics or ",".join(suite.get("metrics") or []))
@@ -267,7 +275,8 @@ def _rerender_report(run_dir: Path) -> str | None:
     except ImportError:
         return None
     try:
-        return str(write_report_md(run_dir))
+        write_report_md(run_dir)
+        return str(run_dir / "report.md")
     except Exception as exc:  # the scores are written; a report failure must not hide that
         print(f"warning: report not re-rendered: {type(exc).__name__}: {exc}", file=sys.stderr)
         return None

@@ -95,18 +95,36 @@ def _nan_to_none(token: str) -> None:
     return None
 
 
+def decode_utf8(data: bytes, relpath: str) -> str:
+    """UTF-8 text of a dataset file (a leading BOM dropped); other bytes fail naming file and offset.
+
+    Why not guess an encoding: a re-encoded copy (latin-1, cp1252) is not the pinned upstream file, and
+    `bench data verify` is the place to find out which file changed.
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        offset = exc.start
+        line = data.count(b"\n", 0, offset) + 1
+        bad = data[offset : offset + 1].hex()
+        raise DataError(
+            f"{relpath}: not UTF-8 (byte 0x{bad} at byte offset {offset}, line {line}); "
+            "the dataset files are UTF-8: restore this one (`bench data verify` lists changed files)"
+        ) from None
+
+
 def loads_lenient(data: bytes, relpath: str) -> Any:
     """Parse JSON as upstream wrote it (Python-style NaN allowed) but never let NaN through."""
     try:
-        return json.loads(data.decode("utf-8-sig"), parse_constant=_nan_to_none)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json.loads(decode_utf8(data, relpath), parse_constant=_nan_to_none)
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"{relpath}: not valid JSON ({exc}); run `bench data verify`") from exc
 
 
 def loads_jsonl(data: bytes, relpath: str) -> list[Any]:
     """Parse JSON Lines (blank lines skipped); a bad line names its line number."""
     out = []
-    for lineno, line in enumerate(data.decode("utf-8-sig").splitlines(), 1):
+    for lineno, line in enumerate(decode_utf8(data, relpath).splitlines(), 1):
         if not line.strip():
             continue
         try:

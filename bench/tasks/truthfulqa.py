@@ -20,7 +20,7 @@ from pathlib import Path
 from bench.errors import DataError
 from bench.types import JSON
 
-from .base import TaskSource, check_options, read_source
+from .base import TaskSource, check_options, decode_utf8, read_source
 
 FILES = {"": "truthfulqa/TruthfulQA.csv", "v1": "truthfulqa/data/v1/TruthfulQA.csv"}
 REQUIRED_COLUMNS = ("Category", "Question", "Best Answer", "Correct Answers", "Incorrect Answers")
@@ -90,10 +90,7 @@ class TruthfulQA:
         check_options(name, options, self.options_doc)
         assert data_dir is not None
         source = read_source(data_dir, FILES[self.variant], name)
-        try:
-            text = source.data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{source.relpath}: not UTF-8 ({exc})") from exc
+        text = decode_utf8(source.data, source.relpath)
         records = rows_to_records(text, source.relpath, bool(options.get("best_incorrect_answer", False)))
         return TaskSource(
             records=records,

@@ -159,36 +159,43 @@ class HFBackend:
         with _LOCK:
             if key in _LOADED:
                 return _LOADED[key]
-            import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from bench.progress import stage
 
-            if self.threads:
-                torch.set_num_threads(int(self.threads))
-            kwargs: JSON = {"revision": self.revision, "local_files_only": self.local_files_only}
-            if self.gguf_file:
-                kwargs["gguf_file"] = self.gguf_file
-            tok = AutoTokenizer.from_pretrained(self.model, **kwargs)
-            mkw: JSON = dict(kwargs)
-            mkw["dtype"] = getattr(torch, self._dtype_name())
-            if self.quantization:
-                from transformers import BitsAndBytesConfig
+            with stage(f"loading {self.gguf_file or self.model} (transformers)", unit="model"):
+                return self._load_locked(key)
 
-                mkw["quantization_config"] = (
-                    BitsAndBytesConfig(
-                        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float16
-                    )
-                    if self.quantization == "4bit"
-                    else BitsAndBytesConfig(load_in_8bit=True)
+    def _load_locked(self, key: str) -> tuple[Any, Any]:
+        """Load (model, tokenizer) once; the caller holds _LOCK and shows the loading stage."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if self.threads:
+            torch.set_num_threads(int(self.threads))
+        kwargs: JSON = {"revision": self.revision, "local_files_only": self.local_files_only}
+        if self.gguf_file:
+            kwargs["gguf_file"] = self.gguf_file
+        tok = AutoTokenizer.from_pretrained(self.model, **kwargs)
+        mkw: JSON = dict(kwargs)
+        mkw["dtype"] = getattr(torch, self._dtype_name())
+        if self.quantization:
+            from transformers import BitsAndBytesConfig
+
+            mkw["quantization_config"] = (
+                BitsAndBytesConfig(
+                    load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=torch.float16
                 )
-                mkw["device_map"] = "auto"
-            model = AutoModelForCausalLM.from_pretrained(self.model, **mkw)
-            if not self.quantization:
-                model.to(self._device())
-            model.eval()
-            if tok.pad_token_id is None:
-                tok.pad_token = tok.eos_token
-            _LOADED[key] = (model, tok)
-            return model, tok
+                if self.quantization == "4bit"
+                else BitsAndBytesConfig(load_in_8bit=True)
+            )
+            mkw["device_map"] = "auto"
+        model = AutoModelForCausalLM.from_pretrained(self.model, **mkw)
+        if not self.quantization:
+            model.to(self._device())
+        model.eval()
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        _LOADED[key] = (model, tok)
+        return model, tok
 
     # ------------------------------------------------------------------------------- prompts
     def render_prompt(self, messages: tuple[tuple[str, str], ...], tok: Any | None = None) -> str:

