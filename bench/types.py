@@ -15,6 +15,18 @@ JSON = dict[str, Any]
 
 # --------------------------------------------------------------------------------------------- tasks
 @dataclass(frozen=True)
+class TaskItem:
+    """One item of a per-item task: a JSONSchemaBench schema, a BFCL question. Each has its own schema and
+    instruction; sample i of a cell answers item i (modulo the number of items) and names it in
+    `meta.item_id`, so anyone can re-check a score item by item."""
+
+    id: str
+    schema: JSON
+    instruction: str
+    meta: JSON = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """Everything a system may see about one task (plus the holdout, which only metrics may read).
 
@@ -33,6 +45,27 @@ class TaskSpec:
     fingerprint: str = ""
     split_seed: int = 0
     meta: JSON = field(default_factory=dict)
+    items: tuple[TaskItem, ...] = ()  # per-item tasks only; empty for record-generation tasks
+
+    def item_for(self, index: int) -> TaskItem | None:
+        """The item sample `index` answers (None for a task without items)."""
+        return self.items[index % len(self.items)] if self.items else None
+
+    def for_sample(self, index: int) -> TaskSpec:
+        """The task as sample `index` sees it: for a per-item task its item's schema and instruction
+        (the same object for a task without items, so callers can use it unconditionally)."""
+        item = self.item_for(index)
+        if item is None:
+            return self
+        from dataclasses import replace
+
+        return replace(
+            self,
+            schema=item.schema,
+            instruction=item.instruction,
+            items=(),
+            meta={**self.meta, **item.meta, "item_id": item.id},
+        )
 
     def describe(self) -> JSON:
         """Small, JSON-ready description stored in manifests (no records)."""
@@ -44,6 +77,7 @@ class TaskSpec:
             "n_holdout": len(self.holdout),
             "schema": self.schema,
             "rubric": list(self.rubric),
+            **({"n_items": len(self.items)} if self.items else {}),
         }
 
 

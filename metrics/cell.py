@@ -132,6 +132,19 @@ class CellView:
         """jsonschema-rs in front of the reference validator (metrics.structure.FastEngine)."""
         return fast_engine_for(self.spec.schema)
 
+    def _check(self, index: int, record: Any) -> SchemaCheck:
+        """Validate against the task's schema, or, for a per-item task, against the sample's item's."""
+        if not self.spec.items:
+            return check_record(record, self.spec.schema, self.validator, self.fast_engine)
+        schema = self.spec.for_sample(index).schema
+        return check_record(record, schema, validator_for(schema), fast_engine_for(schema))
+
+    def _rubric_for(self, index: int) -> Rubric:
+        if not self.spec.items:
+            return self.rubric
+        item = self.spec.item_for(index)
+        return per_spec(self.spec, f"rubric:{item.id}", lambda: Rubric(item.schema, ()))  # type: ignore[union-attr]
+
     @cached_property
     def judged(self) -> list[Judged]:
         """One Judged per sample, in input order; "earlier" (for duplicates) means lower sample index."""
@@ -144,14 +157,10 @@ class CellView:
                 out[i] = Judged(s, True, None, None, [])
                 continue
             ext = extract_record(s.text, s.finish_reason)
-            check = (
-                check_record(ext.record, self.spec.schema, self.validator, self.fast_engine)
-                if ext.record is not None
-                else None
-            )
+            check = self._check(s.index, ext.record) if ext.record is not None else None
             failures: list[str] = []
             if ext.record is not None:
-                failures = self.rubric.failures(ext.record)
+                failures = self._rubric_for(s.index).failures(ext.record)
                 key = canonical(ext.record)
                 if key in seen:
                     failures.append(f"duplicate_of_sample:{seen[key]}")

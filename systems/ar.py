@@ -77,14 +77,16 @@ class ARSystem:
     def build_requests(
         self, spec: TaskSpec, n: int, seed: int, preset: dict | None = None
     ) -> tuple[list[GenerationRequest], list[list[int]]]:
-        params = self.sampling(spec, preset)
+        params = self.sampling(spec, preset) if not spec.items else None
         requests, shots = [], []
         for i in range(n):
             rng = sample_rng(seed, i, "few-shot")
             examples, idx = choose_examples(
                 spec.references, rng, self.params.k_shots, self.params.char_budget
             )
-            prompt = PromptParts(spec.instruction, spec.schema, examples).render()
+            item = spec.for_sample(i)  # a per-item task: this sample's own schema and instruction
+            prompt = PromptParts(item.instruction, item.schema, examples).render()
+            params = params if not spec.items else self.sampling(item, preset)
             requests.append(GenerationRequest.chat(prompt, params, seed, i, system=self.params.system_prompt))
             shots.append(idx)
         return requests, shots
