@@ -11,7 +11,7 @@ Reported per task and question: pairs, the LLM's accuracy against the code (an u
 as wrong), balanced accuracy (mean of the accuracy on code-yes and on code-no pairs), the LLM's yes-rate,
 the code's yes-rate and the unreadable share.
 
-Usage: python -m benchmarks.judge.calibration [--n 20] [--seed 0] [--tasks multiwoz/train,...] [--json OUT]
+Usage: python -m benchmarks.judge.calibration [--n 10] [--seed 0] [--tasks multiwoz/train,...] [--json OUT]
 Needs BENCH_DATA_DIR for the MultiWOZ/TruthfulQA/Self-Instruct/SuperNI tasks and the embedded profile's
 judge model (SmolLM2-135M-Instruct through llama.cpp); replies are cached under --cache-dir.
 """
@@ -23,6 +23,7 @@ import copy
 import json
 import random
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,7 @@ def pairs_for(spec: TaskSpec, judge: Any, n: int, seed: int) -> list[dict[str, A
     from metrics.rubrics import failed
 
     rng = random.Random(seed)
-    pool = list(spec.holdout) or list(spec.references)
+    pool = list(spec.holdout) if len(spec.holdout) >= n else list(spec.holdout) + list(spec.references)
     good = [r for r in pool if not failed(judge.checks, r)]
     rng.shuffle(good)
     picked = good[:n]
@@ -190,10 +191,12 @@ def run(tasks: list[str], n: int, seed: int, cache_dir: Path) -> dict[str, Any]:
             q: summarize([r for r in rows if r["question"] == q])
             for q in dict.fromkeys(r["question"] for r in rows)
         }
-        result["tasks"][task] = {"overall": summarize(rows), "questions": per_q}
+        replies = Counter(" ".join(r["reply"].split()).lower() for r in rows).most_common(3)
+        result["tasks"][task] = {"overall": summarize(rows), "questions": per_q, "top_replies": replies}
         all_rows += rows
         print(f"{task}: {result['tasks'][task]['overall']}", flush=True)
     result["overall"] = summarize(all_rows)
+    result["top_replies"] = Counter(" ".join(r["reply"].split()).lower() for r in all_rows).most_common(5)
     result["llm_calls"] = agent.calls
     return result
 
@@ -222,7 +225,7 @@ def markdown(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", default=",".join(DEFAULT_TASKS))
-    ap.add_argument("--n", type=int, default=20, help="real and edited records per task (each)")
+    ap.add_argument("--n", type=int, default=10, help="real and edited records per task (each)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None)
