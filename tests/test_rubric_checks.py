@@ -342,3 +342,28 @@ def test_docs_name_every_check() -> None:
     for task in {t for t, _, _, _ in CASES}:
         for c in rubric_checks(spec(task)):
             assert f"`{c.name}`" in text, c.name
+
+
+def test_calibration_pairs_mix_code_yes_and_no_and_summary_arithmetic() -> None:
+    """The calibration script's record set (no LLM call here): real records the code passes, seeded edits
+    the code catches; and its accuracy / balanced accuracy / yes-rates on a worked example."""
+    from benchmarks.judge.calibration import pairs_for, summarize
+    from systems.optimizers.judge import Judge, schema_questions
+
+    for task in ("multiwoz/train", "demo/booking", "self_instruct"):
+        s = spec(task)
+        judge = Judge.for_task(None, list(s.rubric) + schema_questions(s), s)  # type: ignore[arg-type]
+        pairs = pairs_for(s, judge, 4, seed=0)
+        kinds = {p["kind"] for p in pairs}
+        assert "real" in kinds and len(kinds) >= 2  # real records and at least one kind of edit
+        assert any(p["code"] is False for p in pairs) and any(p["code"] is True for p in pairs)
+        assert pairs == pairs_for(s, judge, 4, seed=0)  # seeded
+    rows = [
+        {"code": True, "llm": False},
+        {"code": True, "llm": True},
+        {"code": False, "llm": False},
+        {"code": False, "llm": None},
+    ]
+    got = summarize(rows)
+    assert got["accuracy"] == 0.5 and got["balanced_accuracy"] == 0.5
+    assert got["llm_yes_rate"] == 0.25 and got["code_yes_rate"] == 0.5 and got["unreadable"] == 0.25
