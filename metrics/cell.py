@@ -120,7 +120,13 @@ class CellView:
     # ----------------------------------------------------------------- structure
     @cached_property
     def rubric(self) -> Rubric:
-        return per_spec(self.spec, "rubric", lambda: Rubric(self.spec.schema, self.spec.references))
+        from metrics.rubrics import rubric_checks
+
+        return per_spec(
+            self.spec,
+            "rubric",
+            lambda: Rubric(self.spec.schema, self.spec.references, rubric_checks(self.spec)),
+        )
 
     @cached_property
     def validator(self) -> Any:

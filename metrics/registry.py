@@ -34,7 +34,7 @@ _BUILTINS: list[tuple[str, str, str | None, str, tuple[str, ...], str]] = [
         "up",
         "structure",
         (),
-        "task success: schema-valid and the default rubric passes",
+        "task success: schema-valid and the default rubric (with the family's code checks) passes",
     ),
     (
         "tsr_judge",
@@ -217,8 +217,19 @@ DEFAULT_METRICS: list[str] = [
 #: Metrics computable from stored samples alone (no embedder, no scorer).
 MODEL_FREE_METRICS: list[str] = [name for name, _, _, _, needs, _ in _BUILTINS if not needs]
 
+#: Definitions changed since version 1. tsr 2: the family code checks of metrics/rubrics/ are part of it.
+_VERSIONS: dict[str, int] = {"tsr": 2, "tsr_judge": 2}
+
 for _name, _ref, _better, _family, _needs, _summary in _BUILTINS:
-    METRICS.register(_name, _ref, better=_better, family=_family, needs=_needs, summary=_summary, version=1)
+    METRICS.register(
+        _name,
+        _ref,
+        better=_better,
+        family=_family,
+        needs=_needs,
+        summary=_summary,
+        version=_VERSIONS.get(_name, 1),
+    )
 
 # Opt-in synthetic-data quality metrics (docs/metrics.md, "Quality"): they need the `[quality]` extra
 # (mauve-text, prdc, sdmetrics, rapidfuzz, scikit-learn), so they are in neither list above.

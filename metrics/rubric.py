@@ -3,7 +3,9 @@
 A sample passes when it is schema-valid AND
 1. every required string field is non-empty and not a placeholder,
 2. it is not an exact copy of a reference record (canonical JSON equality),
-3. it is not a duplicate of an earlier sample of the same cell (canonical JSON equality).
+3. it is not a duplicate of an earlier sample of the same cell (canonical JSON equality),
+4. it passes every code check of its task family (metrics/rubrics/: departure != destination, the
+   best answer among the correct ones, ...; a failure reads `check:<name>`).
 
 A placeholder is a value such as "string", "...", "N/A", "<name>", "[date]", "lorem ipsum", or the
 field's own name. A value the task's references themselves use at that path is never a placeholder:
@@ -18,6 +20,7 @@ from typing import Any
 
 from bench.types import JSON
 from metrics.records import canonical, normalized_value
+from metrics.rubrics import Check, failed
 from metrics.schema_paths import required_string_paths
 
 PLACEHOLDER_WORDS = frozenset(
@@ -78,7 +81,8 @@ def _value_at(record: Any, path: str) -> tuple[bool, Any]:
 class Rubric:
     """Default rubric for one task: precomputes the reference identities and conventions once."""
 
-    def __init__(self, schema: JSON, references: Iterable[JSON]):
+    def __init__(self, schema: JSON, references: Iterable[JSON], checks: Iterable[Check] = ()):
+        self.checks = list(checks)
         self.required_strings = sorted(required_string_paths(schema))
         refs = list(references)
         self.reference_ids = {canonical(r) for r in refs}
@@ -105,4 +109,4 @@ class Rubric:
                 reasons.append(f"placeholder:{p}")
         if canonical(record) in self.reference_ids:
             reasons.append("copy_of_reference")
-        return reasons
+        return reasons + failed(self.checks, record)

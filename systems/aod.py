@@ -165,10 +165,11 @@ class AoDSystem(PromptOptimizationSystem):
 
         p = self.params
         agent = Agent(ctx, "judge", seed, role_temperature(ctx, "judge", p.judge_temperature), 6)
-        judge = Judge(agent, self.optimizer().questions(spec))  # type: ignore[attr-defined]
+        judge = Judge.for_task(agent, self.optimizer().questions(spec), spec)  # type: ignore[attr-defined]
         for sample, verdict in zip(final.samples, judge.judge(final.samples), strict=True):
             sample.meta["judge"] = verdict.verdicts
             sample.meta["judge_unanswered"] = sum(a is None for a in verdict.answers)
+            sample.meta["judge_sources"] = verdict.sources  # "code" / "llm" per question
         return agent.usage
 
 

@@ -151,4 +151,4 @@ def test_rescore_recomputes_every_cell_from_stored_samples(
     rows = read_jsonl(store.cell_dir(CellKey("ar", "multiwoz/hotel", 1)) / "samples.jsonl")
     assert [r["scored"]["status"] for r in rows] == ["ok", "invalid_json", "ok"]
     cell = read_json(store.cell_dir(CellKey("ar", "multiwoz/hotel", 0)) / "cell.json")
-    assert cell["scoring"]["metric_versions"]["tsr"] == 1 and cell["rescored"]
+    assert cell["scoring"]["metric_versions"]["tsr"] == 2 and cell["rescored"]  # tsr 2: family code checks

@@ -85,6 +85,8 @@ _RUBRICS = {
 }
 
 SERVICES = tuple(_INSTRUCTIONS)
+#: The rubric questions per service (public: metrics/rubrics/multiwoz.py answers some of them in code).
+RUBRICS = _RUBRICS
 
 
 def _norm(name: str) -> str:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bench.errors import BackendUnavailable, BenchError
 from bench.types import JSON, Completion, GenerationRequest, TaskSpec
 from systems.backends.llada_sampler import (
+    SAMPLER_VERSION,
     SamplerConfig,
     checked,
     cut_at_eos,
@@ -134,6 +135,7 @@ class LLaDAHFBackend:
             "eos_ids": list(p.eos_ids),
             "max_input_tokens": p.max_input_tokens,
             "sampler_defaults": self.default_sampler().to_json(),
+            "sampler_version": SAMPLER_VERSION,
             "likelihood": "monte-carlo upper bound on NLL (LLaDA)",
         }
 

@@ -13,6 +13,14 @@ Gumbel-max sampling with temperature is done in float64 because low-precision Gu
 hurts generation quality. Classifier-free guidance runs a second, unconditional pass with the prompt
 masked and mixes `un + (cfg + 1) * (cond - un)`.
 
+The predicted token x0 is the argmax over the whole vocabulary, the mask included, and its confidence is
+its probability under the unmodified softmax, exactly as in the authors' `generate()`; a transfer slot
+that goes to a position predicting the mask leaves that position masked, as there. The one departure:
+the reference can end a block (and the response) with masks left over; here the block's last step
+commits every position still masked, each predicted mask replaced by its best non-mask token, so the
+output never contains the mask. Whenever the reference's output contains no mask, the two agree token
+for token (tests/test_llada_sampler.py checks this against an independent reference implementation).
+
 Fast decoding in the spirit of Fast-dLLM (Wu et al. 2025): with `threshold` set, each step commits every
 masked token of the current block whose confidence exceeds the threshold (at least one), so easy spans
 are committed in parallel and the number of forward passes (NFE) drops. `prefix_cache` lets a model
@@ -31,6 +39,10 @@ from typing import Any, Literal, Protocol
 import torch
 
 Remasking = Literal["low_confidence", "random"]
+
+#: Bump when the sampler's output for the same inputs changes; backends put it in their identity().
+#: 2: confidence from the unmodified softmax (the mask logit is no longer set to -inf first).
+SAMPLER_VERSION = 2
 
 
 class LogitsFn(Protocol):
@@ -78,7 +90,10 @@ class SamplerConfig:
     cfg_scale: float = 0.0
     """Classifier-free guidance scale; 0 disables the unconditional pass (paper: CFG off)."""
     threshold: float | None = None
-    """Fast-dLLM parallel commit: commit every masked token of the block above this confidence."""
+    """Fast-dLLM parallel commit: commit every masked token of the block above this confidence.
+
+    A step in which no selected position would change (all predict the mask) commits the most
+    confident position with its best non-mask token instead, so every step makes progress."""
     prefix_cache: bool = False
     """Reuse prefix keys/values across a block's steps (needs a PrefixCachedModel)."""
 
@@ -209,6 +224,22 @@ def _forward(
     return model(x, attention_mask), 1
 
 
+def _without_mask(pred: torch.Tensor, noised: torch.Tensor, sel: torch.Tensor, mask_id: int) -> torch.Tensor:
+    """`pred` with every selected position that predicts the mask set to its best non-mask token.
+
+    The best non-mask token is the argmax of the same (noised) scores with the mask excluded, so no new
+    noise is drawn and the row's random stream is the same as the reference's.
+    """
+    hit = sel[pred[sel] == mask_id]
+    if hit.numel() == 0:
+        return pred
+    pred = pred.clone()
+    pred[hit] = (
+        noised[hit].index_fill(-1, torch.tensor([mask_id], device=noised.device), -math.inf).argmax(-1)
+    )
+    return pred
+
+
 def denoise(
     model: LogitsFn,
     canvas: torch.Tensor,
@@ -276,7 +307,6 @@ def denoise(
             row_nfe += (remaining > 0).long() * used
             if logits_hook is not None:
                 logits = logits_hook(logits, x)
-            logits[..., mask_id] = -math.inf  # committing a mask token would never finish the block
             if not gens:
                 gens = [torch.Generator(device=logits.device).manual_seed(s) for s in seeds]
             transfer = torch.zeros_like(x, dtype=torch.bool)
@@ -285,7 +315,10 @@ def denoise(
                 if remaining[j] == 0:
                     continue
                 lj = logits[j, start:end].to(torch.float64)
-                pred = add_gumbel_noise(lj, config.temperature, gens[j]).argmax(dim=-1)
+                noised = add_gumbel_noise(lj, config.temperature, gens[j])
+                # as in the reference: x0 is the argmax over the whole vocabulary (the mask included) and
+                # its confidence comes from the unmodified softmax
+                pred = noised.argmax(dim=-1)
                 if config.remasking == "low_confidence":
                     conf = torch.softmax(lj, dim=-1).gather(-1, pred.unsqueeze(-1)).squeeze(-1)
                 elif config.remasking == "random":
@@ -295,16 +328,30 @@ def denoise(
                 masked = (x[j, start:end] == mask_id).to(lj.device)
                 # only masked positions of the current block compete; nothing outside it is committed
                 conf = torch.where(masked, conf, torch.full_like(conf, -math.inf))
+                real = pred != mask_id  # a slot given to a predicted mask leaves its position masked
                 if config.threshold is not None:
                     sel = ((conf > config.threshold) & masked).nonzero().squeeze(-1)
                     if sel.numel() == 0:
                         sel = conf.argmax().view(1)
+                    if not bool(real[sel].any()):
+                        # no position would change: commit the most confident one with its best
+                        # non-mask token, so every step makes progress (the one departure, see docs)
+                        sel = conf.argmax().view(1)
+                        pred = _without_mask(pred, noised, sel, mask_id)
                 else:
                     last = step >= n_steps - 1
-                    k = int(remaining[j]) if last else int(schedule[j, step])
-                    if k == 0:
-                        continue
-                    sel = torch.topk(conf, k=k).indices
+                    if last:
+                        # the block's last step: the reference commits schedule[last] tokens and may
+                        # leave masks behind (when it gave a slot to a predicted mask); we commit every
+                        # remaining position, each predicted mask replaced by its best non-mask token
+                        sel = masked.nonzero().squeeze(-1)
+                        pred = _without_mask(pred, noised, sel, mask_id)
+                    else:
+                        k = int(schedule[j, step])
+                        if k == 0:
+                            continue
+                        sel = torch.topk(conf, k=k).indices
+                sel = sel[pred[sel] != mask_id]
                 transfer[j, start + sel.to(x.device)] = True
                 x0[j, start:end] = pred.to(x.device)
             x[transfer] = x0[transfer]

@@ -198,7 +198,7 @@ class AoDOptimizer:
         judge_agent = Agent(
             ctx, "judge", seed, role_temperature(ctx, "judge", cfg.judge_temperature), cfg.judge_max_tokens
         )
-        judge = Judge(judge_agent, self.questions(spec))
+        judge = Judge.for_task(judge_agent, self.questions(spec), spec)
         evaluator = NaturalLanguageEvaluator(cfg.with_similarity, cfg.with_perplexity)
         policy = EditPolicy(EDIT_KINDS, lr=cfg.policy_lr, clip=cfg.policy_clip, epochs=cfg.policy_epochs)
         rng = derived_rng(seed, "aod-policy")

@@ -1,0 +1,1 @@
+"""Benchmarks of the judge cluster (see calibration.py)."""

@@ -1,0 +1,87 @@
+"""Code checks for Super-NaturalInstructions instances (Wang et al. 2022): a task's input and output.
+
+The task definition is shared by every instance, so "consistent with the instruction's type" is read
+off the task's own references: when every reference input starts with the same word ("Comment:",
+"Sentence:", "Set1:"), a new input must too; when every reference output is a number, a new output must
+be one; and a "new" instance's input is not one of the reference inputs. The output must not be blank
+or the input repeated, unless the task's references themselves repeat inputs (text-modification tasks).
+"""
+
+from __future__ import annotations
+
+import re
+
+from bench.tasks.superni import RUBRIC
+from bench.types import JSON, TaskSpec
+from metrics.rubrics import Check
+from metrics.rubrics.common import is_text, nonblank, norm
+
+_NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
+
+
+def _output_text(r: JSON) -> str | None:
+    v = r.get("output")
+    if isinstance(v, list):  # the all_outputs option keeps every acceptable output
+        return v[0] if v and all(is_text(x) for x in v) else None
+    return v if is_text(v) else None
+
+
+def _first_word(text: str) -> str:
+    parts = text.strip().split(maxsplit=1)
+    return parts[0] if parts else ""
+
+
+def checks(spec: TaskSpec) -> list[Check]:
+    new_instance, correct, answer_format = RUBRIC
+    refs = [r for r in spec.references if is_text(r.get("input"))]
+    ref_inputs = {norm(r["input"]) for r in refs}
+    firsts = {_first_word(r["input"]) for r in refs}
+    lead = next(iter(firsts)) if len(firsts) == 1 and refs and len(refs) >= 3 else None
+    outs = [o for o in (_output_text(r) for r in spec.references) if o is not None]
+    numeric = bool(outs) and all(_NUMBER.match(o.strip()) for o in outs)
+    copies_allowed = any(norm(o) == norm(r["input"]) for r, o in zip(refs, outs, strict=False))
+
+    def input_not_reference(r: JSON) -> bool | None:
+        v = r.get("input")
+        return None if not is_text(v) else norm(v) not in ref_inputs
+
+    def input_shape(r: JSON) -> bool | None:
+        v = r.get("input")
+        if not is_text(v):
+            return None
+        return nonblank(v) and (lead is None or _first_word(v) == lead)
+
+    def output_nonblank(r: JSON) -> bool | None:
+        o = _output_text(r)
+        return None if o is None else nonblank(o)
+
+    def output_not_copy(r: JSON) -> bool | None:
+        o, v = _output_text(r), r.get("input")
+        if o is None or not is_text(v):
+            return None
+        return copies_allowed or norm(o) != norm(v)
+
+    def output_numeric(r: JSON) -> bool | None:
+        o = _output_text(r)
+        return None if o is None or not numeric else bool(_NUMBER.match(o.strip()))
+
+    out = [
+        Check("input_not_reference", "input is not one of the task's reference inputs", input_not_reference,
+              new_instance, decides=False),
+        Check("input_shape", "input is not blank and starts like every reference input "
+              f"({lead!r})" if lead else "input is not blank", input_shape, new_instance, decides=False),
+        Check("output_nonblank", "output is not blank", output_nonblank, correct, decides=False),
+        Check("output_not_copy", "output is not the input repeated (unless the references do it)",
+              output_not_copy, correct, decides=False),
+    ]  # fmt: skip
+    if numeric:
+        out.append(
+            Check(
+                "output_numeric",
+                "output is a number, as every reference output is",
+                output_numeric,
+                answer_format,
+                decides=False,
+            )  # fmt: skip
+        )
+    return out
