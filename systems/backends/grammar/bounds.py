@@ -1,0 +1,157 @@
+"""Bounded schemas: caps that make every output finite, optionally derived from reference records.
+
+Why derive caps from references: a fixed cap (say 160 characters) either cuts off real records (a
+TruthfulQA answer list, a MultiWOZ introduction) or wastes the token budget on fields that are always
+short. The caps are instead the longest string / the largest array seen at each schema location in the
+task's references (a quantile of them when the whole record must fit a token budget), so the grammar can
+write what the data holds. Every cap only shrinks the language, so the bounded schema stays a subset.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.types import JSON
+from systems.backends.grammar.compiler import ptr_join
+from systems.backends.grammar.limits import GrammarLimits
+
+
+@dataclass
+class FieldCaps:
+    """What the references hold at one schema location."""
+
+    lengths: list[int] = field(default_factory=list)  # UTF-8 bytes of each string's JSON text, no quotes
+    counts: list[int] = field(default_factory=list)  # sizes of each array
+    empty: bool = False  # some string was ""
+
+
+@dataclass
+class ReferenceCaps:
+    fields: dict[str, FieldCaps]
+    int_digits: int = 0
+    frac_digits: int = 0
+
+    def at(self, q: float) -> dict[str, dict[str, int | bool]]:
+        """Per-location caps at quantile `q` (1.0: the largest value seen)."""
+        out: dict[str, dict[str, int | bool]] = {}
+        for ptr, f in self.fields.items():
+            caps: dict[str, int | bool] = {"nonempty": not f.empty}
+            if f.lengths:
+                caps["maxLength"] = _quantile(f.lengths, q)
+            if f.counts:
+                caps["maxItems"] = _quantile(f.counts, q)
+            out[ptr] = caps
+        return out
+
+
+def _quantile(values: list[int], q: float) -> int:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def string_bytes(text: str) -> int:
+    """Bytes of a string's JSON text without the quotes (raw UTF-8, escapes where JSON needs them)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8")) - 2
+
+
+def reference_caps(schema: JSON, records: Iterable[Any]) -> ReferenceCaps:
+    """Walk each record beside the schema (properties, items, prefixItems) and collect its sizes."""
+    out = ReferenceCaps({})
+
+    def walk(node: Any, ptr: str, value: Any) -> None:
+        if not isinstance(node, dict):
+            return
+        f = out.fields.setdefault(ptr, FieldCaps())
+        if isinstance(value, str):
+            f.lengths.append(string_bytes(value))
+            f.empty = f.empty or value == ""
+        elif isinstance(value, list):
+            f.counts.append(len(value))
+            prefix = node.get("prefixItems") or []
+            for i, v in enumerate(value):
+                if i < len(prefix):
+                    walk(prefix[i], ptr_join(ptr, "prefixItems", i), v)
+                elif isinstance(node.get("items"), dict):
+                    walk(node["items"], ptr_join(ptr, "items"), v)
+        elif isinstance(value, dict):
+            props = node.get("properties") or {}
+            for k, v in value.items():
+                if k in props:
+                    walk(props[k], ptr_join(ptr, "properties", k), v)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            text = repr(value)
+            whole, _, frac = text.lstrip("-").partition(".")
+            if "e" not in text:
+                out.int_digits = max(out.int_digits, len(whole))
+                out.frac_digits = max(out.frac_digits, len(frac))
+
+    for record in records:
+        walk(schema, "#", record)
+    return out
+
+
+def bounded_schema(
+    schema: JSON, limits: GrammarLimits | None = None, caps: dict[str, dict[str, int | bool]] | None = None
+) -> JSON:
+    """A copy of `schema` whose every string, array and integer is bounded (a subset of its language).
+
+    Any grammar engine (ours, llama.cpp's converter, a server's `response_format`) then produces finite
+    outputs: strings get `maxLength`, arrays `maxItems`, integers a digit range, and required free-text
+    strings `minLength: 1` (unless a reference holds an empty string there). `caps` (from
+    `ReferenceCaps.at`) gives per-location `maxLength` / `maxItems` in place of the flat limits.
+    """
+    limits = limits or GrammarLimits()
+    caps = caps or {}
+    top = 10**limits.max_int_digits - 1
+
+    def walk(node: Any, ptr: str, required: bool) -> Any:
+        if not isinstance(node, dict):
+            return node
+        out = dict(node)
+        for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+            if isinstance(out.get(key), list):
+                out[key] = [walk(b, ptr_join(ptr, key, i), required) for i, b in enumerate(out[key])]
+        for key in ("$defs", "definitions"):
+            if isinstance(out.get(key), dict):
+                out[key] = {k: walk(v, ptr_join(ptr, key, k), True) for k, v in out[key].items()}
+        if isinstance(out.get("properties"), dict):
+            req = set(out.get("required") or [])
+            out["properties"] = {
+                k: walk(v, ptr_join(ptr, "properties", k), k in req) for k, v in out["properties"].items()
+            }
+        for key in ("items", "additionalProperties"):
+            if isinstance(out.get(key), dict):
+                out[key] = walk(out[key], ptr_join(ptr, key), True)
+        here = caps.get(ptr, {})
+        types = out.get("type")
+        kinds = set(types) if isinstance(types, list) else {types}
+        free = not any(k in out for k in ("enum", "const", "format", "pattern", "$ref"))
+        if "string" in kinds and free:
+            lo = int(out.get("minLength", 0))
+            if "maxLength" in here:
+                cap = max(lo, int(here["maxLength"]))
+                out["maxLength"] = min(int(out.get("maxLength", cap)), cap)
+            else:
+                out.setdefault("maxLength", max(lo, limits.max_string_chars))
+            nonempty = limits.nonempty_required_strings and bool(here.get("nonempty", True))
+            if required and nonempty and "minLength" not in out and out["maxLength"] > 0:
+                out["minLength"] = 1
+        if "array" in kinds:
+            lo = int(out.get("minItems", 0))
+            if "maxItems" in here:
+                cap = max(lo, int(here["maxItems"]))
+                out["maxItems"] = min(int(out.get("maxItems", cap)), cap)
+            elif "maxItems" not in out:
+                out["maxItems"] = max(lo, limits.max_items)
+        if "integer" in kinds and free and kinds == {"integer"}:
+            if not any(k in out for k in ("minimum", "exclusiveMinimum")):
+                out["minimum"] = -top
+            if not any(k in out for k in ("maximum", "exclusiveMaximum")):
+                out["maximum"] = top
+        return out
+
+    return walk(schema, "#", True)
