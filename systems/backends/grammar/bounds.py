@@ -155,3 +155,94 @@ def bounded_schema(
         return out
 
     return walk(schema, "#", True)
+
+
+# ------------------------------------------------------------------------------------------ fitting
+def record_sizes(schema: JSON, record: Any) -> dict[str, int]:
+    """Per capped location: the largest string (bytes) or array (items) this one record holds there."""
+    out: dict[str, int] = {}
+
+    def walk(node: Any, ptr: str, value: Any) -> None:
+        if not isinstance(node, dict):
+            return
+        if isinstance(value, str):
+            out[ptr] = max(out.get(ptr, 0), string_bytes(value))
+        elif isinstance(value, list):
+            out[ptr] = max(out.get(ptr, 0), len(value))
+            prefix = node.get("prefixItems") or []
+            for i, v in enumerate(value):
+                if i < len(prefix):
+                    walk(prefix[i], ptr_join(ptr, "prefixItems", i), v)
+                elif isinstance(node.get("items"), dict):
+                    walk(node["items"], ptr_join(ptr, "items"), v)
+        elif isinstance(value, dict):
+            props = node.get("properties") or {}
+            for k, v in value.items():
+                if k in props:
+                    walk(props[k], ptr_join(ptr, "properties", k), v)
+
+    walk(schema, "#", record)
+    return out
+
+
+def fit_caps(
+    schema: JSON,
+    records: list[Any],
+    caps: dict[str, dict[str, int | bool]],
+    size: Any,
+    budget: int,
+) -> tuple[dict[str, dict[str, int | bool]], int] | None:
+    """Lower per-location caps until `size(caps) + 1 <= budget`, losing as few records as possible.
+
+    Greedy: each step lowers one cap to the next size some still-accepted record holds, choosing the
+    step that loses the fewest records per byte saved (steps that lose none first). The saving is
+    estimated (a string cap times the item caps around it; an item cap times its item's string cap)
+    and checked with the real `size` at the end. Returns the caps and the records still accepted, or
+    None if no caps fit.
+    """
+    sizes = [record_sizes(schema, r) for r in records]
+    caps = {p: dict(c) for p, c in caps.items()}
+    kinds = {p: ("maxLength" if "maxLength" in c else "maxItems") for p, c in caps.items() if len(c) > 1}
+
+    def accepted(i: int) -> bool:
+        return all(sizes[i].get(p, 0) <= int(caps[p][k]) for p, k in kinds.items())
+
+    alive = {i for i in range(len(records)) if accepted(i)}
+
+    def mult(ptr: str) -> int:
+        m = 1
+        parts = ptr.split("/")
+        for j in range(len(parts)):
+            if parts[j] == "items":
+                outer = "/".join(parts[:j])
+                m *= int(caps.get(outer, {}).get("maxItems", 1))
+        return m
+
+    def item_cost(ptr: str) -> int:
+        inner = caps.get(ptr_join(ptr, "items"), {})
+        return int(inner.get("maxLength", 1)) + 4  # quotes, comma and space
+
+    for _ in range(8):
+        excess = size(caps) + 1 - budget
+        if excess <= 0:
+            return caps, len(alive)
+        while excess > 0:
+            best = None
+            for p, k in kinds.items():
+                cur = int(caps[p][k])
+                below = [sizes[i].get(p, 0) for i in alive if sizes[i].get(p, 0) < cur]
+                new = max(below) if below else max(cur - 1, 0)
+                if new >= cur or (k == "maxLength" and new < 1 and cur <= 1):
+                    continue
+                lost = sum(1 for i in alive if sizes[i].get(p, 0) > new)
+                saving = (cur - new) * (mult(p) if k == "maxLength" else item_cost(p))
+                score = (lost / min(saving, excess), -saving)
+                if best is None or score < best[0]:
+                    best = (score, p, k, new, saving)
+            if best is None:
+                return None
+            _, p, k, new, saving = best
+            caps[p][k] = new
+            alive = {i for i in alive if sizes[i].get(p, 0) <= new}
+            excess -= saving
+    return None

@@ -312,7 +312,9 @@ class Compiler:
                     sh.enum = list(values) if sh.enum is None else sh.enum
             sh.min_len = max(sh.min_len, int(s.get("minLength", 0)))
             if "maxLength" in s:
-                sh.max_len = int(s["maxLength"]) if sh.max_len is None else min(sh.max_len, int(s["maxLength"]))
+                sh.max_len = (
+                    int(s["maxLength"]) if sh.max_len is None else min(sh.max_len, int(s["maxLength"]))
+                )
             if "pattern" in s:
                 sh.patterns.setdefault(s["pattern"], ptr_join(c.ptr, "pattern"))
             if "format" in s and self._checked_format(s["format"]):
@@ -327,7 +329,9 @@ class Compiler:
                 sh.multiples.append((s["multipleOf"], ptr_join(c.ptr, "multipleOf")))
             sh.min_items = max(sh.min_items, int(s.get("minItems", 0)))
             if "maxItems" in s:
-                sh.max_items = int(s["maxItems"]) if sh.max_items is None else min(sh.max_items, int(s["maxItems"]))
+                sh.max_items = (
+                    int(s["maxItems"]) if sh.max_items is None else min(sh.max_items, int(s["maxItems"]))
+                )
             sh.unique = sh.unique or s.get("uniqueItems") is True
             if "contains" in s:
                 need = _min_contains(s)
@@ -406,7 +410,11 @@ class Compiler:
             if t in ("integer", "fraction"):
                 lo = _tighter(sa.lo, sb.lo, low=True)
                 hi = _tighter(sa.hi, sb.hi, low=False)
-                if not (lo and hi and (lo.value > hi.value or (lo.value == hi.value and (lo.exclusive or hi.exclusive)))):
+                if not (
+                    lo
+                    and hi
+                    and (lo.value > hi.value or (lo.value == hi.value and (lo.exclusive or hi.exclusive)))
+                ):
                     return False
             elif t == "string":
                 hi = min(x for x in (sa.max_len, sb.max_len, math.inf) if x is not None)
@@ -597,7 +605,9 @@ class Compiler:
         if sh is None:
             return NEVER
         if sh.enum is not None:
-            return alt(*(self.literal(v) for v in sh.enum if self._kind(v) in sh.types and self.valid(ptrs, v)))
+            return alt(
+                *(self.literal(v) for v in sh.enum if self._kind(v) in sh.types and self.valid(ptrs, v))
+            )
         opts = []
         if "null" in sh.types:
             opts.append(Lit("null"))
@@ -695,12 +705,16 @@ class Compiler:
             )
         if sh.patterns:
             pattern, at = next(iter(sh.patterns.items()))
-            body = RegexToGrammar(pattern, at, self.limits.max_string_chars, self.limits.ascii_strings).parse()
+            body = RegexToGrammar(
+                pattern, at, self.limits.max_string_chars, self.limits.ascii_strings
+            ).parse()
             return self._fixed(body, lo, hi, at, "pattern")
         if sh.formats:
             fmt, at = next(iter(sh.formats.items()))
             if fmt not in FORMATS:
-                raise UnsupportedSchema(f"format {fmt!r} at {at} is checked by the validator but has no grammar")
+                raise UnsupportedSchema(
+                    f"format {fmt!r} at {at} is checked by the validator but has no grammar"
+                )
             return self._fixed(FORMATS[fmt], lo, hi, at, f"fmt-{fmt}")
         if required and self.limits.nonempty_required_strings and lo == 0 and (hi is None or hi > 0):
             lo = 1
@@ -721,7 +735,9 @@ class Compiler:
         if lo > hi:
             return NEVER
         if self.limits.byte_strings and lo <= 1:
-            return self.rule(f"string-b{lo}-{hi}", seq(Lit('"'), self._byte_chain(hi, nonempty=lo == 1), Lit('"')))
+            return self.rule(
+                f"string-b{lo}-{hi}", seq(Lit('"'), self._byte_chain(hi, nonempty=lo == 1), Lit('"'))
+            )
         return self.rule(f"string-{lo}-{hi}", seq(Lit('"'), rep(Ref("char"), lo, hi), Lit('"')))
 
     def _byte_chain(self, n: int, nonempty: bool) -> Node:
@@ -735,7 +751,9 @@ class Compiler:
         return Ref(f"sb-{n}") if n > 0 else EMPTY
 
     def _chain_step(self, k: int) -> Node:
-        return alt(*(seq(u, Ref(f"sb-{k - b}") if k > b else EMPTY) for b, u in self._units.items() if b <= k))
+        return alt(
+            *(seq(u, Ref(f"sb-{k - b}") if k > b else EMPTY) for b, u in self._units.items() if b <= k)
+        )
 
     # ------------------------------------------------------------------ containers
     def array(self, sh: Shape, branch: list[Conj], where: str) -> Node:
@@ -831,7 +849,9 @@ class Compiler:
                 out = NEVER
             else:
                 kv, req = members[i]
-                take = seq(sep if c else EMPTY, kv, rest(i + 1, sat(c + 1))) if hi is None or c < hi else NEVER
+                take = (
+                    seq(sep if c else EMPTY, kv, rest(i + 1, sat(c + 1))) if hi is None or c < hi else NEVER
+                )
                 out = take if req else alt(take, rest(i + 1, c))
                 if isinstance(out, Alt) or (isinstance(out, Rep) and isinstance(out.node, Alt)):
                     out = self.rule(f"{where}-{i}-{c}", out)
@@ -860,15 +880,19 @@ def _bound(value: Any, exclusive: bool, up: bool) -> Bound:
 
     Why the next float: the text "0.30000000000000001" is above 0.3 as a decimal but parses to 0.3, so an
     exclusive bound must be checked on the parsed value: `> m` holds for every decimal >= nextafter(m).
+    Integer bounds are exact: JSON integers parse to Python ints, and our decimals stay below 2**53.
     """
     if not _number(value):
         raise UnsupportedSchema(f"bound {value!r} is not a number")
+    if isinstance(value, int):
+        return Bound(Fraction(value), exclusive)
+    if not math.isfinite(value):
+        raise UnsupportedSchema(f"bound {value!r} is not finite")
+    # A float bound m as its shortest decimal: every decimal on the right side of it parses (rounding
+    # is monotone) to a float on the right side of m, and "0.3" stays allowed under maximum 0.3.
     if not exclusive:
-        return Bound(Fraction(value))
-    f = float(value)
-    if math.isfinite(f) and f == value:
-        return Bound(Fraction(math.nextafter(f, math.inf if up else -math.inf)))
-    return Bound(Fraction(value), True)
+        return Bound(Fraction(repr(value)))
+    return Bound(Fraction(repr(math.nextafter(value, math.inf if up else -math.inf))))
 
 
 def _tighter(a: Bound | None, b: Bound | None, low: bool) -> Bound | None:

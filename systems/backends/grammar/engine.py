@@ -11,6 +11,7 @@ never accepted: llama.cpp aborts the process on that.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import math
 from functools import cached_property
@@ -29,7 +30,9 @@ class GrammarEngine:
 
         from systems.backends.llama_cpp import resolve_gguf
 
-        return llama_cpp.Llama(model_path=str(resolve_gguf(self.model)), vocab_only=True, verbose=False)
+        llm = llama_cpp.Llama(model_path=str(resolve_gguf(self.model)), vocab_only=True, verbose=False)
+        atexit.register(llm.close)  # before interpreter teardown, where llama.cpp's free hooks are gone
+        return llm
 
     @cached_property
     def _vocab(self) -> Any:

@@ -44,15 +44,16 @@ def units(ascii_only: bool) -> dict[int, Node]:
 
 
 # ------------------------------------------------------------------------------------------ formats
-_MONTH = alt(seq(Lit("0"), NONZERO), seq(Lit("1"), crange("0", "2")))
-_DATE = seq(
-    NONZERO,  # years 1000-9999: Python's date parser rejects year 0
-    rep(DIGIT, 3, 3),
-    Lit("-"),
-    _MONTH,
-    Lit("-"),
-    alt(seq(Lit("0"), NONZERO), seq(Lit("1"), DIGIT), seq(Lit("2"), crange("0", "8"))),  # 01-28: always real
+_DAY28 = alt(seq(Lit("0"), NONZERO), seq(Lit("1"), DIGIT), seq(Lit("2"), crange("0", "8")))
+_DAY30 = alt(_DAY28, Lit("29"), Lit("30"))
+_DAY31 = alt(_DAY30, Lit("31"))
+# Every real calendar day except 29 February (leap years are not tracked): a subset of valid dates.
+_MONTH_DAY = alt(
+    seq(alt(*(Lit(m) for m in ("01", "03", "05", "07", "08", "10", "12"))), Lit("-"), _DAY31),
+    seq(alt(*(Lit(m) for m in ("04", "06", "09", "11"))), Lit("-"), _DAY30),
+    seq(Lit("02-"), _DAY28),
 )
+_DATE = seq(NONZERO, rep(DIGIT, 3, 3), Lit("-"), _MONTH_DAY)  # years 1000-9999: Python rejects year 0
 _TIME = seq(
     alt(seq(crange("0", "1"), DIGIT), seq(Lit("2"), crange("0", "3"))),
     Lit(":"),
