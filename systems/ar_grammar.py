@@ -39,7 +39,7 @@ from systems.backends.grammar import (
     max_bytes,
     reference_caps,
 )
-from systems.backends.grammar.bounds import fit_caps
+from systems.backends.grammar.bounds import byte_capped_array, fit_caps, schema_at
 from systems.params import validate_params
 
 
@@ -91,14 +91,21 @@ def _plan(
         return max_bytes(build_grammar(bounded, limits(chars, items, False)))
 
     if refs:
+        skip: set[str] = set()
         start = {}
         for ptr, cap in rc.at(1.0).items():  # the largest size seen, never below the flat caps
             cap = dict(cap)
             if "maxLength" in cap:
                 cap["maxLength"] = max(int(cap["maxLength"]), max_chars)
-            if "maxItems" in cap:
+            if "maxBytes" in cap and byte_capped_array(schema_at(schema, ptr)):
+                cap = {"maxBytes": max(int(cap["maxBytes"]), max_chars), "nonempty": cap["nonempty"]}
+                start.pop(ptr + "/items", None)  # its items are bounded by the array's total
+                skip.add(ptr + "/items")
+            elif "maxItems" in cap:
+                cap.pop("maxBytes", None)
                 cap["maxItems"] = max(int(cap["maxItems"]), max_items)
-            start[ptr] = cap
+            if ptr not in skip:
+                start[ptr] = cap
         fitted = fit_caps(schema, refs, start, lambda c: size(c, max_chars, max_items), budget)
         if fitted is not None:
             caps, kept = fitted

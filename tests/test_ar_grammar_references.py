@@ -15,7 +15,7 @@ import pytest
 
 DATA_DIR = Path(os.environ.setdefault("BENCH_DATA_DIR", "/work/shared/datasets"))
 # references accepted under the default budget of 1024 tokens, per task (docs/systems-ar.md)
-DOCUMENTED = {"truthfulqa": (198, 632), "truthfulqa/v1": (197, 654), "self_instruct": (199, 342)}
+DOCUMENTED = {"truthfulqa": (468, 632), "truthfulqa/v1": (474, 654), "self_instruct": (199, 342)}
 
 
 @pytest.mark.slow

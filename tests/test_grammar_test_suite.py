@@ -35,4 +35,6 @@ def test_the_suite_compiles_soundly_without_crashes_and_the_docs_table_is_curren
     for r in results:
         if r.refusal:
             assert "#" in r.refusal, r.refusal
-    assert coverage.table(results) in coverage.DOCS.read_text(), "re-run benchmarks/grammar/coverage.py --write-docs"
+    assert coverage.table(results) in coverage.DOCS.read_text(), (
+        "re-run benchmarks/grammar/coverage.py --write-docs"
+    )

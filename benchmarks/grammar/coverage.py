@@ -47,23 +47,28 @@ def text_of(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
+_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_ONE = ("items", "additionalProperties", "unevaluatedItems", "unevaluatedProperties", "not", "if", "then",
+        "else", "contains", "propertyNames", "contentSchema")  # fmt: skip
+_MANY = ("allOf", "anyOf", "oneOf", "prefixItems")
+
+
 def keywords(schema: Any, out: set[str] | None = None) -> set[str]:
     """Every validation keyword used anywhere in the schema (annotations left out)."""
     out = set() if out is None else out
-    if isinstance(schema, dict):
-        for k, v in schema.items():
-            if k not in ANNOTATIONS and not k.startswith("x-"):
-                out.add(k)
-            if k in ("enum", "const", "default", "examples"):
-                continue
-            if k in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
-                for sub in v.values() if isinstance(v, dict) else []:
-                    keywords(sub, out)
-            else:
-                keywords(v, out)
-    elif isinstance(schema, list):
-        for v in schema:
+    if not isinstance(schema, dict):
+        return out
+    for k, v in schema.items():
+        if k not in ANNOTATIONS and not k.startswith("x-"):
+            out.add(k)
+        if k in _MAPS and isinstance(v, dict):
+            for sub in v.values():
+                keywords(sub, out)
+        elif k in _ONE:
             keywords(v, out)
+        elif k in _MANY and isinstance(v, list):
+            for sub in v:
+                keywords(sub, out)
     return out
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from systems.backends.grammar.bounds import string_bytes
+from systems.backends.grammar.bounds import array_bytes, string_bytes
 from systems.backends.grammar.compiler import ptr_join
 
 
@@ -48,6 +48,8 @@ def why(record: Any, bounded: Any, ptr: str = "#") -> str:
     if isinstance(record, str) and bounded.get("minLength", 0) > len(record):
         return f"empty string at {ptr}"
     if isinstance(record, list):
+        if "x-maxBytes" in bounded and array_bytes(record) > bounded["x-maxBytes"]:
+            return f"array text longer than its cap at {ptr}"
         if "maxItems" in bounded and len(record) > bounded["maxItems"]:
             return f"more items than the cap at {ptr}"
         for v in record:

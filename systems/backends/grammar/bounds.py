@@ -26,6 +26,7 @@ class FieldCaps:
 
     lengths: list[int] = field(default_factory=list)  # UTF-8 bytes of each string's JSON text, no quotes
     counts: list[int] = field(default_factory=list)  # sizes of each array
+    texts: list[int] = field(default_factory=list)  # bytes of each array's text between the brackets
     empty: bool = False  # some string was ""
 
 
@@ -44,6 +45,7 @@ class ReferenceCaps:
                 caps["maxLength"] = _quantile(f.lengths, q)
             if f.counts:
                 caps["maxItems"] = _quantile(f.counts, q)
+                caps["maxBytes"] = _quantile(f.texts, q)
             out[ptr] = caps
         return out
 
@@ -56,6 +58,28 @@ def _quantile(values: list[int], q: float) -> int:
 def string_bytes(text: str) -> int:
     """Bytes of a string's JSON text without the quotes (raw UTF-8, escapes where JSON needs them)."""
     return len(json.dumps(text, ensure_ascii=False).encode("utf-8")) - 2
+
+
+def array_bytes(value: list) -> int:
+    """Bytes of an array's JSON text between the brackets (one space after each comma)."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(", ", ": ")).encode("utf-8")) - 2
+
+
+def byte_capped_array(node: Any) -> bool:
+    """Can this array be capped by its total text (`x-maxBytes`)? Plain strings, at most 1 required.
+
+    Why: a cap per item times a cap on the count makes the longest array far longer than any real one
+    (14 TruthfulQA answers of 274 bytes each); one budget for the whole text does not.
+    """
+    if not isinstance(node, dict) or "prefixItems" in node or "maxItems" in node:
+        return False
+    if int(node.get("minItems", 0)) > 1 or node.get("uniqueItems") or "contains" in node:
+        return False
+    item = node.get("items")
+    if not isinstance(item, dict) or item.get("type") != "string":
+        return False
+    plain = {"type", "minLength", "maxLength", "title", "description", "examples", "default"}
+    return set(item) <= plain and int(item.get("minLength", 0)) <= 1 and "maxLength" not in item
 
 
 def reference_caps(schema: JSON, records: Iterable[Any]) -> ReferenceCaps:
@@ -71,6 +95,7 @@ def reference_caps(schema: JSON, records: Iterable[Any]) -> ReferenceCaps:
             f.empty = f.empty or value == ""
         elif isinstance(value, list):
             f.counts.append(len(value))
+            f.texts.append(array_bytes(value))
             prefix = node.get("prefixItems") or []
             for i, v in enumerate(value):
                 if i < len(prefix):
@@ -140,7 +165,12 @@ def bounded_schema(
             nonempty = limits.nonempty_required_strings and bool(here.get("nonempty", True))
             if required and nonempty and "minLength" not in out and out["maxLength"] > 0:
                 out["minLength"] = 1
-        if "array" in kinds:
+        if "array" in kinds and "maxBytes" in here and byte_capped_array(node):
+            total = int(here["maxBytes"])
+            out["x-maxBytes"] = total  # our compiler's cap; the two below only bound other engines
+            out["maxItems"] = max(int(out.get("minItems", 0)), (total + 1) // 3)
+            out["items"] = {**out["items"], "maxLength": total}
+        elif "array" in kinds:
             lo = int(out.get("minItems", 0))
             if "maxItems" in here:
                 cap = max(lo, int(here["maxItems"]))
@@ -158,17 +188,21 @@ def bounded_schema(
 
 
 # ------------------------------------------------------------------------------------------ fitting
-def record_sizes(schema: JSON, record: Any) -> dict[str, int]:
-    """Per capped location: the largest string (bytes) or array (items) this one record holds there."""
-    out: dict[str, int] = {}
+def record_sizes(schema: JSON, record: Any) -> dict[tuple[str, str], int]:
+    """Per (location, cap): the largest string (bytes), array (items, text bytes) this record holds."""
+    out: dict[tuple[str, str], int] = {}
+
+    def put(key: tuple[str, str], v: int) -> None:
+        out[key] = max(out.get(key, 0), v)
 
     def walk(node: Any, ptr: str, value: Any) -> None:
         if not isinstance(node, dict):
             return
         if isinstance(value, str):
-            out[ptr] = max(out.get(ptr, 0), string_bytes(value))
+            put((ptr, "maxLength"), string_bytes(value))
         elif isinstance(value, list):
-            out[ptr] = max(out.get(ptr, 0), len(value))
+            put((ptr, "maxItems"), len(value))
+            put((ptr, "maxBytes"), array_bytes(value))
             prefix = node.get("prefixItems") or []
             for i, v in enumerate(value):
                 if i < len(prefix):
@@ -202,10 +236,18 @@ def fit_caps(
     """
     sizes = [record_sizes(schema, r) for r in records]
     caps = {p: dict(c) for p, c in caps.items()}
-    kinds = {p: ("maxLength" if "maxLength" in c else "maxItems") for p, c in caps.items() if len(c) > 1}
+    kinds = {}
+    for p, c in caps.items():
+        for k in ("maxBytes", "maxLength", "maxItems"):  # one cap per location, the budget first
+            if k in c:
+                kinds[p] = k
+                break
+
+    def value(i: int, p: str) -> int:
+        return sizes[i].get((p, kinds[p]), 0)
 
     def accepted(i: int) -> bool:
-        return all(sizes[i].get(p, 0) <= int(caps[p][k]) for p, k in kinds.items())
+        return all(value(i, p) <= int(caps[p][k]) for p, k in kinds.items())
 
     alive = {i for i in range(len(records)) if accepted(i)}
 
@@ -230,12 +272,12 @@ def fit_caps(
             best = None
             for p, k in kinds.items():
                 cur = int(caps[p][k])
-                below = [sizes[i].get(p, 0) for i in alive if sizes[i].get(p, 0) < cur]
+                below = [value(i, p) for i in alive if value(i, p) < cur]
                 new = max(below) if below else max(cur - 1, 0)
                 if new >= cur or (k == "maxLength" and new < 1 and cur <= 1):
                     continue
-                lost = sum(1 for i in alive if sizes[i].get(p, 0) > new)
-                saving = (cur - new) * (mult(p) if k == "maxLength" else item_cost(p))
+                lost = sum(1 for i in alive if value(i, p) > new)
+                saving = (cur - new) * (item_cost(p) if k == "maxItems" else mult(p))
                 score = (lost / min(saving, excess), -saving)
                 if best is None or score < best[0]:
                     best = (score, p, k, new, saving)
@@ -243,6 +285,20 @@ def fit_caps(
                 return None
             _, p, k, new, saving = best
             caps[p][k] = new
-            alive = {i for i in alive if sizes[i].get(p, 0) <= new}
+            alive = {i for i in alive if value(i, p) <= new}
             excess -= saving
     return None
+
+
+def schema_at(schema: Any, ptr: str) -> Any:
+    """The subschema at a JSON pointer made by `ptr_join` (None if it does not resolve)."""
+    node = schema
+    for token in ptr.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return None
+    return node

@@ -131,6 +131,7 @@ class Compiler:
         self._index(schema, "#")
         self._units = units(limits.ascii_strings)
         self._chain_top = 0
+        self._array_tops: dict[str, int] = {}
 
     # ------------------------------------------------------------------ document
     def _index(self, node: Any, ptr: str) -> None:
@@ -767,6 +768,9 @@ class Compiler:
         hi = sh.max_items if sh.max_items is not None else max(lo, n_prefix, self.limits.max_items)
         if sh.unique:
             hi = min(hi, 1)  # a subset: at most one item is always unique
+        budget = self._array_budget(branch, n_prefix, lo, hi)
+        if budget is not None:
+            return self.rule(where + "-array", self._byte_array(*budget, lo))
         nodes: list[Node] = []
         for i in range(min(hi, n_prefix + 1)):
             node = self.value(self.item_ptrs(branch, i), f"{where}/{i}", True)
@@ -795,6 +799,62 @@ class Compiler:
 
         body = seq(at(0), tail(1))
         return self.rule(where + "-array", seq(Lit("["), body if lo > 0 else rep(body, 0, 1), Lit("]")))
+
+    def _array_budget(self, branch: list[Conj], n_prefix: int, lo: int, hi: int) -> tuple[int, bool] | None:
+        """(bytes, non-empty items) when the array is capped by its total text (`x-maxBytes`), else None.
+
+        Only for arrays of plain strings with at most one required item, where neither the item count
+        nor the item length can bind before the byte budget does; otherwise the usual caps apply.
+        """
+        budgets = [self.at(c.ptr).get("x-maxBytes") for c in branch]
+        budgets = [b for b in budgets if isinstance(b, int) and not isinstance(b, bool)]
+        if not budgets or n_prefix or lo > 1 or not self.limits.byte_strings:
+            return None
+        total = min(budgets)
+        ptrs = self.item_ptrs(branch, 0)
+        if len(ptrs) != 1 or self.item_ptrs(branch, 1) != ptrs:
+            return None
+        item = self.at(ptrs[0])
+        if not isinstance(item, dict) or set(item) - ANNOTATIONS - {"type", "minLength", "maxLength"}:
+            return None
+        if item.get("type") != "string" or int(item.get("minLength", 0)) > 1:
+            return None
+        if int(item.get("maxLength", total)) < total or hi < (total + 1) // 3:
+            return None  # a per-item or count cap could bind: not expressible by the byte chain
+        return total, int(item.get("minLength", 0)) == 1
+
+    def _byte_array(self, total: int, nonempty: bool, lo: int) -> Node:
+        """`[...]` of strings whose text between the brackets is at most `total` bytes.
+
+        Rule chains, shared by every such array: `sb-aNi-k` inside an item with k bytes left (the closing
+        quote included), `sb-aNf-k` at an item's first character, `sb-aNe-k` after an item.
+        """
+        v = "1" if nonempty else "0"
+        top = self._array_tops.get(v, 0)
+        for k in range(top + 1, total + 1):
+            self.grammar.rules[f"sb-a{v}i-{k}"] = alt(
+                *(seq(u, self._arr("i", k - b, nonempty)) for b, u in self._units.items() if b <= k - 1),
+                seq(Lit('"'), self._arr("e", k - 1, nonempty)),
+            )
+            if nonempty and k >= 2:
+                self.grammar.rules[f"sb-a{v}f-{k}"] = alt(
+                    *(seq(u, self._arr("i", k - b, nonempty)) for b, u in self._units.items() if b <= k - 1)
+                )
+            start = self._arr("f" if nonempty else "i", k - 3, nonempty)
+            if not isinstance(start, Never):
+                self.grammar.rules[f"sb-a{v}e-{k}"] = rep(seq(Lit(","), Ref("ws"), Lit('"'), start), 0, 1)
+        self._array_tops[v] = max(top, total)
+        first = seq(Lit('"'), self._arr("f" if nonempty else "i", total - 1, nonempty))
+        return seq(Lit("["), first if lo > 0 else rep(first, 0, 1), Lit("]"))
+
+    def _arr(self, kind: str, k: int, nonempty: bool) -> Node:
+        v = "1" if nonempty else "0"
+        if kind == "e":
+            return Ref(f"sb-a{v}e-{k}") if f"sb-a{v}e-{k}" in self.grammar.rules else EMPTY
+        if kind == "f" and not nonempty:
+            kind = "i"
+        name = f"sb-a{v}{kind}-{k}"
+        return Ref(name) if name in self.grammar.rules else NEVER
 
     def object(self, sh: Shape, branch: list[Conj], where: str) -> Node:
         keys: list[str] = []
