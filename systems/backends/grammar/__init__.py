@@ -18,7 +18,12 @@ from __future__ import annotations
 from typing import Any
 
 from bench.types import JSON
-from systems.backends.grammar.bounds import FieldCaps, bounded_schema, reference_caps
+from systems.backends.grammar.bounds import (
+    FieldCaps,
+    bounded_schema,
+    reference_caps,
+    without_local_annotations,
+)
 from systems.backends.grammar.compiler import Compiler
 from systems.backends.grammar.errors import UnsupportedSchema
 from systems.backends.grammar.limits import GRAMMAR_KEY, GrammarLimits, limits_of
@@ -42,7 +47,7 @@ from systems.backends.grammar.text import FORMATS
 __all__ = [
     "FORMATS", "GRAMMAR_KEY", "NEVER", "Alt", "Chars", "FieldCaps", "Grammar", "GrammarLimits", "Lit",
     "Never", "Node", "Ref", "Rep", "Seq", "UnsupportedSchema", "bounded_schema", "build_grammar",
-    "int_range", "limits_of", "llama_grammar", "max_bytes", "reference_caps", "render", "schema_to_gbnf",
+    "int_range", "limits_of", "llama_grammar", "max_bytes", "reference_caps", "render", "schema_to_gbnf", "without_local_annotations",
 ]  # fmt: skip
 
 

@@ -302,3 +302,15 @@ def schema_at(schema: Any, ptr: str) -> Any:
         else:
             return None
     return node
+
+
+LOCAL_KEYS = ("x-grammar", "x-maxBytes")
+
+
+def without_local_annotations(schema: Any) -> Any:
+    """A copy without our compiler's annotations, for servers that apply the schema themselves."""
+    if isinstance(schema, dict):
+        return {k: without_local_annotations(v) for k, v in schema.items() if k not in LOCAL_KEYS}
+    if isinstance(schema, list):
+        return [without_local_annotations(v) for v in schema]
+    return schema

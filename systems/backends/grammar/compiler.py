@@ -75,6 +75,9 @@ _TYPE_SETS = {
     "object": {"object"},
 }
 MAX_BRANCHES = 64
+# Hard ceilings whatever the schema says (a subset): llama.cpp expands x{0,N} into N rules.
+MAX_STRING = 4096
+MAX_ITEMS = 256
 _SKIP_WALK = {"enum", "const", "default", "examples"}  # values, not subschemas
 
 
@@ -735,6 +738,9 @@ class Compiler:
         hi = max(lo, cap) if hi is None else hi
         if lo > hi:
             return NEVER
+        if lo > MAX_STRING:
+            raise UnsupportedSchema(f"minLength {lo}: strings over {MAX_STRING} characters are not compiled")
+        hi = min(hi, max(lo, MAX_STRING))
         if self.limits.byte_strings and lo <= 1:
             return self.rule(
                 f"string-b{lo}-{hi}", seq(Lit('"'), self._byte_chain(hi, nonempty=lo == 1), Lit('"'))
@@ -768,6 +774,11 @@ class Compiler:
         hi = sh.max_items if sh.max_items is not None else max(lo, n_prefix, self.limits.max_items)
         if sh.unique:
             hi = min(hi, 1)  # a subset: at most one item is always unique
+        if lo > MAX_ITEMS:
+            raise UnsupportedSchema(
+                f"minItems {lo} at {where}: arrays over {MAX_ITEMS} items are not compiled"
+            )
+        hi = min(hi, max(lo, MAX_ITEMS))
         budget = self._array_budget(branch, n_prefix, lo, hi)
         if budget is not None:
             return self.rule(where + "-array", self._byte_array(*budget, lo))

@@ -274,6 +274,8 @@ class RegexToGrammar:
             self.i += 1
         elif self.peek() == "+":
             raise self.fail("a possessive quantifier")
-        if hi is None:
+        if lo > 4096:
+            raise self.fail(f"a repeat of at least {lo}")
+        if hi is None or hi > max(lo, self.cap):  # capped: a subset of the strings it matches
             hi = max(lo, self.cap)
         return rep(node, lo, hi)
