@@ -774,14 +774,14 @@ class Compiler:
         hi = sh.max_items if sh.max_items is not None else max(lo, n_prefix, self.limits.max_items)
         if sh.unique:
             hi = min(hi, 1)  # a subset: at most one item is always unique
+        budget = self._array_budget(branch, n_prefix, lo, hi)
+        if budget is not None:  # the byte chain bounds the count itself
+            return self.rule(where + "-array", self._byte_array(*budget, lo))
         if lo > MAX_ITEMS:
             raise UnsupportedSchema(
                 f"minItems {lo} at {where}: arrays over {MAX_ITEMS} items are not compiled"
             )
         hi = min(hi, max(lo, MAX_ITEMS))
-        budget = self._array_budget(branch, n_prefix, lo, hi)
-        if budget is not None:
-            return self.rule(where + "-array", self._byte_array(*budget, lo))
         nodes: list[Node] = []
         for i in range(min(hi, n_prefix + 1)):
             node = self.value(self.item_ptrs(branch, i), f"{where}/{i}", True)
@@ -822,6 +822,8 @@ class Compiler:
         if not budgets or n_prefix or lo > 1 or not self.limits.byte_strings:
             return None
         total = min(budgets)
+        if total > 4 * MAX_STRING:
+            return None
         ptrs = self.item_ptrs(branch, 0)
         if len(ptrs) != 1 or self.item_ptrs(branch, 1) != ptrs:
             return None
