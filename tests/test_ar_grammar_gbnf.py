@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import random
 import re
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from systems.backends.grammar import (
     Chars,
     GrammarLimits,
     Lit,
-    Ref,
     Rep,
     Seq,
     UnsupportedSchema,
@@ -32,46 +30,14 @@ from systems.backends.grammar import (
     int_range,
     schema_to_gbnf,
 )
+from systems.backends.grammar.sample import sentences as draw_sentences
 
 DATA_DIR = Path(os.environ.setdefault("BENCH_DATA_DIR", "/work/shared/datasets"))
 DEMO_SCHEMA = json.loads((Path(__file__).parents[1] / "bench/data/demo/booking.schema.json").read_text())
-# characters the walker tries for negated classes: ASCII, accents, CJK, emoji, and JSON's specials
-POOL = [chr(c) for c in range(0x20, 0x7F)] + ["é", "ß", "中", "😀", "\n", "\t", "\x00", "\x7f"]
-
-
-def sample(rules: dict, node, rng: random.Random, depth: int = 0) -> str:
-    """One random sentence of the grammar (unbounded repeats draw at most 3 more)."""
-    if depth > 60:
-        raise RecursionError("grammar too deep for the walker")
-    if isinstance(node, Lit):
-        return node.text
-    if isinstance(node, Ref):
-        return sample(rules, rules[node.name], rng, depth + 1)
-    if isinstance(node, Seq):
-        return "".join(sample(rules, i, rng, depth + 1) for i in node.items)
-    if isinstance(node, Alt):
-        return sample(rules, rng.choice(node.options), rng, depth + 1)
-    if isinstance(node, Rep):
-        hi = node.hi if node.hi is not None else node.lo + 3
-        k = rng.choice([node.lo, hi, rng.randint(node.lo, hi)])
-        return "".join(sample(rules, node.node, rng, depth + 1) for _ in range(k))
-    if isinstance(node, Chars):
-        if node.negated:
-            return rng.choice(_outside(node))
-        a, b = rng.choice(node.ranges)
-        return chr(rng.randint(a, b))
-    raise TypeError(node)
-
-
-@functools.cache
-def _outside(node: Chars) -> list[str]:
-    return [c for c in POOL if not any(a <= ord(c) <= b for a, b in node.ranges)]
 
 
 def sentences(schema: dict, n: int, seed: int = 0, limits: GrammarLimits | None = None) -> list[str]:
-    g = build_grammar(schema, limits)
-    rng = random.Random(seed)
-    return [sample(g.rules, g.rules["root"], rng) for _ in range(n)]
+    return draw_sentences(build_grammar(schema, limits), n, seed)
 
 
 def assert_all_valid(schema: dict, n: int = 150, limits: GrammarLimits | None = None) -> list:
@@ -164,8 +130,10 @@ def test_max_bytes_is_the_longest_sentence():
         "required": ["a", "b"],
     }
     assert max_bytes(build_grammar(schema)) == len('{"a": "' + "\\u0041" * 3 + '", "b": "xy"}')
-    ascii_schema = {**schema, "x-grammar": {"ascii_strings": True}}
-    assert max_bytes(build_grammar(ascii_schema)) == len('{"a": "abc", "b": "xy"}')
+    ascii_schema = {**schema, "x-grammar": {"ascii_strings": True}}  # short escapes, é as \u00e9
+    assert max_bytes(build_grammar(ascii_schema)) == len('{"a": "' + '\\"' * 3 + '", "b": "\\u00e9"}')
+    byte_schema = {**schema, "x-grammar": {"byte_strings": True}}  # maxLength counts bytes
+    assert max_bytes(build_grammar(byte_schema)) == len('{"a": "abc", "b": "xy"}')
 
 
 def test_demo_schema_formats_patterns_and_bounds():
@@ -301,15 +269,23 @@ def _language(node) -> set[str]:
 @pytest.mark.parametrize(
     "schema,keyword",
     [
-        ({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, "uniqueItems"),
-        ({"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, "not"),
+        ({"type": "object", "properties": {"a": {"not": {"minLength": 2}}}}, "#/properties/a/not"),
         ({"type": "string", "format": "ipv4"}, "ipv4"),
         ({"type": "string", "pattern": "(?=a)b"}, "pattern"),
-        ({"type": "integer", "multipleOf": 3}, "multipleOf"),
-        ({"type": "object", "patternProperties": {"^x": {}}}, "patternProperties"),
+        ({"type": "number", "multipleOf": 0.5}, "multipleOf at #/multipleOf"),
+        ({"type": "integer", "multipleOf": 3}, "multipleOf"),  # 10^12 multiples: bound it first
+        ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf at #/oneOf"),
+        ({"oneOf": [{"minLength": 1}, {"maxLength": 3}]}, "oneOf"),
+        ({"$dynamicRef": "#x"}, "$dynamicRef at #/$dynamicRef"),
+        ({"type": "object", "dependencies": {"a": ["b"]}}, "dependencies"),
+        ({"type": "string", "pattern": "a+", "maxLength": 3}, "#/pattern"),
+        ({"items": [{"type": "string"}]}, "items at #/items"),
+        ({"properties": {"a": {"foo": 1}}}, "unknown keyword foo at #/properties/a/foo"),
+        ({"$ref": "other.json#/x"}, "$ref"),
+        ({"enum": []}, "no JSON value"),
     ],
 )
-def test_unsupported_keywords_are_named_not_ignored(schema, keyword):
+def test_unsupported_keywords_are_named_with_their_pointer_not_ignored(schema, keyword):
     with pytest.raises(UnsupportedSchema, match=re.escape(keyword)):
         schema_to_gbnf(schema)
 
@@ -340,3 +316,196 @@ def test_llama_cpp_parses_every_task_grammar():
         (str(i), s) for i, s in enumerate(EDGE_SCHEMAS)
     ]:
         assert parses(schema_to_gbnf(schema)), name
+
+
+@functools.cache
+def _engine():
+    pytest.importorskip("llama_cpp")
+    from systems.backends.grammar.engine import GrammarEngine
+
+    return GrammarEngine()
+
+
+def _accepts(schema: dict, texts: list[str], limits: GrammarLimits | None = None) -> list[bool]:
+    return _engine().accepts(schema_to_gbnf(schema, limits), texts)
+
+
+DEFS = {"$defs": {"s": {"type": "string"}}}
+# The issue's causes 1-6, each with texts llama.cpp's engine must reject (unsound before) and accept.
+CAUSES = [
+    ({"minLength": 2}, ['"f"'], ['"fo"', "3", "null", "{}"]),  # no type: string keywords still hold
+    ({"format": "date"}, ['"2020-02-30"', '"x"'], ['"2020-01-31"', "true"]),
+    ({"$ref": "#/$defs/s", "maxLength": 2, **DEFS}, ['"abcd"', "1"], ['"ab"']),  # $ref siblings
+    (
+        {
+            "type": "object",
+            "properties": {"a": {"type": "number", "minimum": 0}},
+            "required": ["a"],
+            "allOf": [{"properties": {"a": {"maximum": 10}}}],
+        },
+        ['{"a": -5}', '{"a": 10.5}'],
+        ['{"a": 0}', '{"a": 10}', '{"a": 2.75}'],
+    ),
+    (  # unevaluatedProperties sees what its own subschemas evaluate, not its siblings'
+        {
+            "type": "object",
+            "allOf": [{"properties": {"foo": {"type": "string"}}, "unevaluatedProperties": False}],
+            "properties": {"bar": {"type": "string"}},
+        },
+        ['{"bar": "x"}', '{"foo": "x", "bar": "y"}'],
+        ['{"foo": "x"}', "{}"],
+    ),
+    (
+        {"type": "object", "allOf": [{"properties": {"foo": {}}}], "unevaluatedProperties": False},
+        [],
+        ['{"foo": 1}'],
+    ),
+    ({"type": "string", "enum": ["a", 1]}, ["1"], ['"a"']),  # enum with the other keywords
+    ({"type": "string", "pattern": r"^\S$"}, ['"\u00a0"', '"\u3000"', '" "'], ['"x"', '"é"']),
+    ({"type": "string", "pattern": r"^\W\D$"}, ['"a1"', '"_\u0663"'], ['"!x"']),
+    ({"type": "string", "pattern": r"^\x41\u00e9$"}, ['"x41u00e9"'], ['"Aé"']),
+    ({"type": "string", "pattern": "^[^\\d]$"}, ['"\u0663"', '"5"'], ['"a"']),  # ٣ is a digit to Python
+    ({"oneOf": [{"type": "integer"}, {"type": "string"}]}, ["null"], ["1", '"a"']),
+    (  # oneOf with a discriminating const property is exclusive
+        {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {"k": {"const": "a"}, "v": {"type": "integer"}},
+                    "required": ["k"],
+                },
+                {"type": "object", "properties": {"k": {"const": "b"}}, "required": ["k"]},
+            ]
+        },
+        ['{"k": "c"}', '{"k": "a", "v": "x"}'],
+        ['{"k": "a", "v": 3}', '{"k": "b"}'],
+    ),
+    ({"$defs": {"x": {"$anchor": "items", "type": "integer"}}, "$ref": "#items"}, ['"a"'], ["4"]),  # 7b
+    ({"type": "number", "exclusiveMinimum": 0.1, "maximum": 0.3}, ["0.1", "0.30000001"], ["0.2", "0.3"]),
+    ({"type": "object", "minProperties": 1, "properties": {"a": {}, "b": {}}}, ["{}"], ['{"b": 1}']),
+    (
+        {"type": "object", "maxProperties": 1, "properties": {"a": {}, "b": {}}},
+        ['{"a": 1, "b": 2}'],
+        ['{"a": 1}'],
+    ),
+    (
+        {"type": "object", "properties": {"a": {}, "b": {}}, "dependentRequired": {"a": ["b"]}},
+        ['{"a": 1}'],
+        ['{"b": 1}', "{}"],
+    ),
+    (
+        {"type": "array", "contains": {"type": "integer"}, "items": {"type": ["integer", "string"]}},
+        ["[]"],
+        ["[1]"],
+    ),
+    ({"type": "array", "uniqueItems": True}, ["[1, 1]"], ["[1]", "[]"]),
+    ({"type": "string", "maxLength": 3}, ['"😀😀😀😀"'], ['"😀😀😀"']),
+]
+
+
+@pytest.mark.parametrize("schema,reject,accept", CAUSES, ids=range(len(CAUSES)))
+def test_llama_cpp_rejects_what_the_schema_rejects(schema, reject, accept):
+    from jsonschema import Draft202012Validator
+
+    judge = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    for text in reject:
+        assert not judge.is_valid(json.loads(text)), text  # the example really is invalid
+    for text in accept:
+        assert judge.is_valid(json.loads(text)), text
+    limits = GrammarLimits(nonempty_required_strings=False)
+    assert _accepts(schema, reject + accept, limits) == [False] * len(reject) + [True] * len(accept)
+    assert_all_valid(schema, n=60, limits=limits)
+
+
+def test_empty_enum_and_false_schemas_are_refused_not_rendered_empty():
+    for schema in (
+        {"enum": []},
+        False,
+        {"allOf": [True, False]},
+        {"type": "integer", "minimum": 3, "maximum": 2},
+    ):
+        with pytest.raises(UnsupportedSchema, match="no JSON value"):
+            schema_to_gbnf(schema)
+
+
+def test_an_in_place_reference_cycle_is_refused():
+    with pytest.raises(UnsupportedSchema, match="cycle"):
+        schema_to_gbnf(
+            {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}
+        )
+
+
+def test_recursive_schemas_compile_through_named_rules():
+    tree = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {
+                    "v": {"type": "integer"},
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+                },
+                "required": ["v"],
+            }
+        },
+        "$ref": "#/$defs/node",
+    }
+    assert _accepts(tree, ['{"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": []}]}', '{"kids": []}']) == [
+        True,
+        False,
+    ]
+
+
+def _decimal_language(lo, hi, frac):
+    """Brute force: every spelling `I` / `I.F` (|I| < 12, F up to `frac` digits) with value in range."""
+    from fractions import Fraction
+
+    out = set()
+    for i in range(12):
+        spellings = [(str(i), Fraction(i))]
+        for k in range(1, frac + 1):
+            for f in range(10**k):
+                spellings.append((f"{i}.{str(f).zfill(k)}", i + Fraction(f, 10**k)))
+        for text, v in spellings:
+            for sign, x in (("", v), ("-", -v)):
+                if sign and v == 0 and lo.value >= 0:
+                    continue  # "-0" is a valid spelling the grammar leaves out when no negatives exist
+                if lo.below(x) and hi.above(x):
+                    out.add(sign + text)
+    return out
+
+
+@pytest.mark.parametrize(
+    "lo,lo_x,hi,hi_x",
+    [
+        ("0", False, "3", False),
+        ("-1.5", False, "2.25", True),
+        ("0.35", True, "1", False),
+        ("-3", True, "-0.5", False),
+        ("2.5", False, "2.75", False),
+        ("-0.05", False, "0.05", True),
+    ],
+)
+def test_decimal_range_spells_exactly_the_values_in_range(lo, lo_x, hi, hi_x):
+    from fractions import Fraction
+
+    from systems.backends.grammar.nodes import Bound, decimal_range
+
+    low, high = Bound(Fraction(lo), lo_x), Bound(Fraction(hi), hi_x)
+    got = _language(decimal_range(low, high, 2))
+    assert got == _decimal_language(low, high, 2)
+
+
+def test_negated_classes_exclude_every_unicode_member_and_positive_ones_stay_ascii():
+    from systems.backends.grammar.regex import class_escape
+
+    for letter in "dws":
+        rx = re.compile(f"\\{letter}")
+        outside = class_escape(letter.upper(), positive=True)
+        inside = class_escape(letter, positive=True)
+        assert all(b < 0x80 for _, b in inside)
+        members = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and rx.match(chr(c))]
+        k = 0
+        for c in members:  # two-pointer sweep: no member of \d / \w / \s falls in \D / \W / \S
+            while k < len(outside) and outside[k][1] < c:
+                k += 1
+            assert not (k < len(outside) and outside[k][0] <= c <= outside[k][1]), (letter, hex(c))

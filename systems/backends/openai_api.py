@@ -168,9 +168,9 @@ class OpenAIBackend:
             except UnsupportedSchema:
                 args["response_format"] = {"type": "json_object", "schema": schema}
                 return
-        from systems.backends.grammar import GRAMMAR_KEY
+        from systems.backends.grammar import without_local_annotations
 
-        plain = {k: v for k, v in schema.items() if k != GRAMMAR_KEY}  # our annotation stays local
+        plain = without_local_annotations(schema)  # x-grammar / x-maxBytes stay local
         args["response_format"] = {
             "type": "json_schema",
             "json_schema": {"name": "record", "schema": plain, "strict": False},
