@@ -155,7 +155,9 @@ def scale_text(suite: Suite, jobs: list[CellJob]) -> str:
     seeds = suite.seed_list()
     systems = list(dict.fromkeys(j.key.system for j in jobs))
     tasks = list(dict.fromkeys(j.key.task for j in jobs))
-    sizes = ", ".join(f"{t.name} {t.n_references or 'all'}/{t.n_holdout or 'all'}" for t in suite.tasks)
+    sizes = ", ".join(
+        f"{t.name} {t.n_references or 'all'}/{t.n_holdout or 'all'}" for t in suite.tasks if t.name in tasks
+    )
     return (
         f"profile {suite.profile}; {len(systems)} system(s) x {len(tasks)} task(s) x {len(seeds)} seed(s) = "
         f"{len(jobs)} cells; {suite.samples} samples per cell; references/holdout per task: {sizes}"

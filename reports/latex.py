@@ -62,7 +62,8 @@ def _cell_tex(cell: TableCell, show_std: bool) -> str:
 
 
 def render_table_latex(table: Table, *, float_env: bool = True) -> str:
-    """A `table` float (or bare tabular) with booktabs rules; paste it into a paper as is."""
+    """A `table` float (or bare tabular) with booktabs rules; paste it into a paper as is (the float
+    shrinks a table wider than the line with graphicx's `\\resizebox`, so it needs `graphicx`)."""
     ncol = 1 + len(table.columns)
     header = [latex_escape(table.row_header)] + [
         latex_escape(c.label) + (f" {_ARROW[c.better]}" if c.better in _ARROW else "") for c in table.columns
@@ -74,6 +75,8 @@ def render_table_latex(table: Table, *, float_env: bool = True) -> str:
             lines.append(rf"\caption{{{latex_escape(table.caption)}}}")
         if table.label:
             lines.append(rf"\label{{{latex_escape(table.label)}}}")
+    if float_env:  # rows name the model that served them: long labels must not run off the page
+        lines.append(r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%")
     lines += [rf"\begin{{tabular}}{{l{'r' * len(table.columns)}}}", r"\toprule", " & ".join(header) + r" \\"]
     grouped = len(table.groups) > 1 or any(g.label for g in table.groups)
     for group in table.groups:
@@ -84,6 +87,8 @@ def render_table_latex(table: Table, *, float_env: bool = True) -> str:
             cells = [_cell_tex(table.cell(row.key, c.key), table.show_std) for c in table.columns]
             lines.append(" & ".join([latex_escape(row.label), *cells]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
+    if float_env:
+        lines.append("}")
     if table.notes:
         lines.append(r"\par\smallskip{\footnotesize " + latex_escape(" ".join(table.notes)) + "}")
     if float_env:
@@ -101,6 +106,7 @@ def render_reproduction_latex(repro: Reproduction) -> str:
         r"\centering",
         r"\scriptsize",
         rf"\caption{{{latex_escape(repro.caption)}}}",
+        r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
         rf"\begin{{tabular}}{{l{'r' * len(repro.columns)}}}",
         r"\toprule",
         " & ".join(header) + r" \\",
@@ -109,7 +115,7 @@ def render_reproduction_latex(repro: Reproduction) -> str:
     for r in repro.rows:
         cells = [latex_escape(repro.cell(r.key, c.key).text(c.decimals)) for c in repro.columns]
         lines.append(" & ".join([latex_escape(r.label), *cells]) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
+    lines += [r"\bottomrule", r"\end{tabular}", "}"]
     lines.append(r"\par\smallskip{\footnotesize " + latex_escape(" ".join(repro.notes)) + "}")
     lines.append(r"\end{table}")
     return "\n".join(lines) + "\n"
@@ -125,6 +131,7 @@ def render_latex_document(tables: list[Table], extra: list[str] | None = None) -
         "\\usepackage[utf8]{inputenc}\n"
         "\\IfFileExists{lmodern.sty}{\\usepackage{lmodern}}{}\n"  # scalable fonts when installed
         "\\usepackage{booktabs}\n"
+        "\\usepackage{graphicx}\n"  # \\resizebox: wide tables shrink to the text width
         "\\usepackage[margin=1.5cm,landscape]{geometry}\n"
         "\\begin{document}\n" + body + "\\end{document}\n"
     )

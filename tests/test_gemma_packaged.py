@@ -4,11 +4,14 @@ template, completes the prompt as plain text (`chat_format: plain`)."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench.profiles import load_catalog
 from bench.types import GenerationRequest, SamplingParams
 from systems.backends.llama_cpp import LlamaCppBackend, resolve_gguf
 
 
+@pytest.mark.slow
 def test_chunked_gguf_is_assembled_once_and_generates(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path))
     path = resolve_gguf("gemma-3-270m")

@@ -66,7 +66,7 @@ def test_a_cut_at_our_default_is_retried_at_twice_the_limit_on_the_real_model(tm
     monkeypatch.setattr("systems.ar.task_max_tokens", lambda spec: 6)  # far too small: every sample is cut
     spec = load_task("demo/booking", n_references=8, n_holdout=4)
     ctx = BenchContext(resolve_profile("embedded"), tmp_path, CallCache(tmp_path / "calls.sqlite"))
-    result = ARSystem({"temperature": 0.0}).generate(spec, 1, 0, ctx)
+    result = ARSystem({"temperature": 0.0, "k_shots": 0}).generate(spec, 1, 0, ctx)
     assert result.usage.generator_calls == 2  # the sample once more at twice the limit
     for s in result.samples:
         assert s.meta["limit"] == {"max_tokens": 6, "source": "task", "retried_at": 12}
@@ -74,6 +74,6 @@ def test_a_cut_at_our_default_is_retried_at_twice_the_limit_on_the_real_model(tm
     rows = score_cell(result.samples, spec, ["parse_rate"], ctx).rows
     assert all(r["status"] == "truncated" for r in rows)  # still cut at 12: scored as truncated, visibly
 
-    fixed = ARSystem({"temperature": 0.0, "max_tokens": 6}).generate(spec, 1, 0, ctx)
+    fixed = ARSystem({"temperature": 0.0, "k_shots": 0, "max_tokens": 6}).generate(spec, 1, 0, ctx)
     assert fixed.usage.generator_calls == 1  # the user's own limit: no retry
     assert all(s.meta["limit"] == {"max_tokens": 6, "source": "set"} for s in fixed.samples)

@@ -26,6 +26,12 @@ def run(args: argparse.Namespace) -> int:
         for name, p in sorted(load_catalog().profiles.items()):
             roles = ", ".join(f"{r}={m}" for r, m in (p.get("roles") or {}).items())
             print(f"{name:12s} {p.get('description', '')}\n{'':12s} {roles}")
+            stand_ins = p.get("stand_ins") or {}
+            if stand_ins:
+                pairs = ", ".join(
+                    f"{k}->{v if isinstance(v, str) else v.get('preset')}" for k, v in stand_ins.items()
+                )
+                print(f"{'':12s} stand-ins: {pairs}")
         return 0
     if args.what == "models":
         from bench.profiles import load_catalog

@@ -155,7 +155,12 @@ class LlamaCppBackend:
             st = self.path.stat()
             # name + size identify a packaged GGUF without hashing 100 MB on every start
             self._file_id = f"{self.path.name}:{st.st_size}"
-        ident: JSON = {"backend": "llama_cpp", "model": self.model, "file": self._file_id, "n_ctx": self.n_ctx}
+        ident: JSON = {
+            "backend": "llama_cpp",
+            "model": self.model,
+            "file": self._file_id,
+            "n_ctx": self.n_ctx,
+        }
         if self.chat_format:
             ident["chat_format"] = self.chat_format
         return ident
