@@ -127,7 +127,9 @@ def _list_of_dicts_ok(value: list, acceptable: list) -> bool:
 def _list_ok(value: list, acceptable: list) -> bool:
     mine = [_norm(v) for v in value]
     return any(
-        mine == [_norm(a) for a in alternative] for alternative in acceptable if isinstance(alternative, (list, str))
+        mine == [_norm(a) for a in alternative]
+        for alternative in acceptable
+        if isinstance(alternative, (list, str))
     )
 
 
@@ -179,7 +181,9 @@ def _doc(functions: list[JSON], name: str) -> JSON | None:
     return next((f for f in functions if f.get("name") == name), None)
 
 
-def check_calls(calls: list[tuple[str, dict]], functions: list[JSON], truth: list[JSON], category: str) -> str | None:
+def check_calls(
+    calls: list[tuple[str, dict]], functions: list[JSON], truth: list[JSON], category: str
+) -> str | None:
     """A decoded turn against an item's possible answer, by category (BFCL's dispatch)."""
     if "irrelevance" in category:
         return "hallucinated_call" if calls else None

@@ -89,7 +89,9 @@ def test_scored_rows_carry_item_id_ast_valid_and_failure():
     spec = TaskSpec(name="bfcl/parallel", instruction="", schema={}, references=(), holdout=(), items=items)
     good = json.dumps(items[0].meta["record"])
     texts = [good, "I think you should call a function.", '{"calls": [{"name": "x", "arguments": "a=1"}]}']
-    score = score_cell([Sample(i, t) for i, t in enumerate(texts)], spec, ["ast_accuracy", "failure_invalid_syntax"])
+    score = score_cell(
+        [Sample(i, t) for i, t in enumerate(texts)], spec, ["ast_accuracy", "failure_invalid_syntax"]
+    )
     assert [r["ast_valid"] for r in score.rows] == [True, False, False]
     assert [r["failure"] for r in score.rows] == [None, "invalid_syntax", "invalid_syntax"]
     assert [r["item_id"] for r in score.rows] == [i.id for i in items]

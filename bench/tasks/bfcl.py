@@ -152,16 +152,40 @@ def item_instruction(question: JSON, functions: list[JSON]) -> str:
     )
 
 
-def canonical_record(ground_truth: list[JSON]) -> JSON:
-    """Possible answer -> one call record: each argument's first acceptable value ("" = may be omitted)."""
+def _first(values: list) -> tuple[bool, object]:
+    explicit = [v for v in values if v != ""]
+    return (True, explicit[0]) if explicit else (False, None)
+
+
+def _answer_dict(value: JSON) -> JSON:
+    """A dict-typed answer holds acceptable-value lists per key: keep each key's first explicit value."""
+    out = {}
+    for k, vals in value.items():
+        has, v = _first(vals) if isinstance(vals, list) else (True, vals)
+        if has:
+            out[k] = v
+    return out
+
+
+def canonical_record(ground_truth: list[JSON], functions: list[JSON] | None = None) -> JSON:
+    """Possible answer -> one call record: each argument's first acceptable value ("" = may be omitted);
+    dict-typed values (and lists of them) are answer dicts themselves, resolved the same way."""
+    docs = {f.get("name"): f for f in functions or []}
     calls = []
     for call in ground_truth:
         ((name, args),) = call.items()
+        props = ((docs.get(name) or {}).get("parameters") or {}).get("properties") or {}
         arguments = {}
         for arg, values in args.items():
-            explicit = [v for v in values if v != ""]
-            if explicit:
-                arguments[arg] = explicit[0]
+            has, value = _first(values)
+            if not has:
+                continue
+            doc = props.get(arg) or {}
+            if doc.get("type") == "dict" and isinstance(value, dict):
+                value = _answer_dict(value)
+            elif (doc.get("items") or {}).get("type") == "dict" and isinstance(value, list):
+                value = [_answer_dict(v) if isinstance(v, dict) else v for v in value]
+            arguments[arg] = value
         calls.append({"name": name, "arguments": arguments})
     return {"calls": calls}
 
@@ -226,7 +250,9 @@ class BFCL:
         if not is_irrelevance(stem):
             answer_file = _read(stem, True, data_dir)
             if answer_file is None:
-                raise DataError(f"task {name!r}: no possible_answer/BFCL_v4_{stem}.json next to the questions")
+                raise DataError(
+                    f"task {name!r}: no possible_answer/BFCL_v4_{stem}.json next to the questions"
+                )
             files.append(answer_file)
             answers = {a["id"]: a["ground_truth"] for a in _jsonl(answer_file.data, answer_file.relpath)}
         items, records = [], []
@@ -237,7 +263,7 @@ class BFCL:
             if not is_irrelevance(stem) and q["id"] not in answers:
                 raise DataError(f"task {name!r}: item {q['id']!r} has no possible answer")
             truth = answers.get(q["id"], [])
-            record = canonical_record(truth)
+            record = canonical_record(truth, functions)
             records.append(record)
             items.append(
                 TaskItem(
