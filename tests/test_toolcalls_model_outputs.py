@@ -32,7 +32,9 @@ def _spec() -> TaskSpec:
     items = []
     for category, n in PER_CATEGORY.items():
         items += list(BFCL_FAMILY.read(category, DATA, {}).items[:n])
-    return TaskSpec(name="bfcl/mixed", instruction="", schema={}, references=(), holdout=(), items=tuple(items))
+    return TaskSpec(
+        name="bfcl/mixed", instruction="", schema={}, references=(), holdout=(), items=tuple(items)
+    )
 
 
 def _generate(system, spec: TaskSpec) -> list[Sample]:
