@@ -128,12 +128,13 @@ def function_schema(fn: JSON) -> JSON:
 
 def item_schema(functions: list[JSON]) -> JSON:
     """The call record for these function docs: names as an enum, one argument schema per function."""
+    calls: JSON = {"type": "array", "items": {"anyOf": [function_schema(f) for f in functions]}}
+    if not functions:  # a few live_irrelevance items offer no function at all: the only answer is no call
+        calls = {"type": "array", "maxItems": 0}
     return {
         "type": "object",
         "title": "Tool calls",
-        "properties": {
-            "calls": {"type": "array", "items": {"anyOf": [function_schema(f) for f in functions]}}
-        },
+        "properties": {"calls": calls},
         "required": ["calls"],
         "additionalProperties": False,
     }
@@ -258,7 +259,7 @@ class BFCL:
         items, records = [], []
         for q in _jsonl(questions_file.data, questions_file.relpath):
             functions = q.get("function") or []
-            if not functions:
+            if not functions and not is_irrelevance(stem):
                 raise DataError(f"{questions_file.relpath}: item {q.get('id')!r} has no function docs")
             if not is_irrelevance(stem) and q["id"] not in answers:
                 raise DataError(f"task {name!r}: item {q['id']!r} has no possible answer")
