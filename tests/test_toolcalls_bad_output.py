@@ -116,3 +116,31 @@ def test_only_held_out_items_are_scored_and_references_are_answer_records():
     assert sample_task.meta["item_id"] == spec.items[0].id and sample_task.schema == spec.items[0].schema
     irrelevance = load_task("bfcl/irrelevance", n_references=None, n_holdout=None, data_dir=DATA)
     assert len(irrelevance.items) == 240  # no answer to leak: every item is scored
+
+
+def test_ar_samples_name_the_item_they_answer():
+    from bench.types import Completion
+    from systems.ar import ARSystem
+
+    spec = _spec("multiple", 3)
+
+    class Echo:  # a loopback backend: returns each item's own answer record
+        def generate(self, requests):
+            return [
+                Completion(text=json.dumps(spec.items[r.sample_index % 3].meta["record"])) for r in requests
+            ]
+
+        def identity(self):
+            return {"backend": "echo"}
+
+    class Ctx:
+        def backend(self, role):
+            return Echo()
+
+        def model_spec(self, role):
+            return {}
+
+    result = ARSystem({"k_shots": 0, "max_tokens": 64}).generate(spec, 4, seed=0, ctx=Ctx())
+    assert [s.meta["item_id"] for s in result.samples] == [spec.items[i % 3].id for i in range(4)]
+    score = score_cell(result.samples, spec, ["ast_accuracy"])
+    assert score.values["ast_accuracy"] == 1.0
