@@ -116,6 +116,7 @@ class CellView:
         self.spec = spec
         self.resources = resources
         self.info: JSON = {}
+        self.row_extras: dict[int, JSON] = {}  # judged position -> extra row fields a metric adds (toolcalls)
 
     # ----------------------------------------------------------------- structure
     @cached_property

@@ -264,3 +264,28 @@ QUALITY_METRICS: list[str] = [name for name, *_ in _QUALITY]
 
 for _name, _ref, _better, _needs, _summary in _QUALITY:
     METRICS.register(_name, _ref, better=_better, family="quality", needs=_needs, summary=_summary, version=1)
+
+# Opt-in tool-call metrics for `bfcl/<category>` (docs/metrics.md, "Tool calls"): BFCL's AST semantics and
+# a failure taxonomy; meaningful only on BFCL tasks, so in neither default list.
+_TOOLCALLS: list[tuple[str, str, str | None, str]] = [
+    ("ast_accuracy", "metrics.toolcalls:ast_accuracy", "up", "BFCL AST accuracy on call-expecting items"),
+    ("irrelevance_accuracy", "metrics.toolcalls:irrelevance_accuracy", "up", "no call on irrelevance items"),
+] + [
+    (f"failure_{k}", f"metrics.toolcalls:failure_{k}", "down", f"share of tool-call samples failing as {k}")
+    for k in (
+        "invalid_syntax",
+        "wrong_function",
+        "missing_required",
+        "unexpected_argument",
+        "wrong_type",
+        "wrong_value",
+        "hallucinated_call",
+        "call_count_mismatch",
+    )
+]
+
+#: The tool-call table's columns (reports), in this order.
+TOOLCALL_METRICS: list[str] = [name for name, *_ in _TOOLCALLS]
+
+for _name, _ref, _better, _summary in _TOOLCALLS:
+    METRICS.register(_name, _ref, better=_better, family="toolcalls", needs=(), summary=_summary, version=1)

@@ -59,7 +59,8 @@ def score_cell(
     )
     if unavailable:
         info["unavailable"] = unavailable
-    return CellScore(values=values, rows=[j.row() for j in cell.judged], info=info)
+    rows = [{**j.row(), **cell.row_extras.get(pos, {})} for pos, j in enumerate(cell.judged)]
+    return CellScore(values=values, rows=rows, info=info)
 
 
 def _field_errors(cell: CellView) -> JSON:

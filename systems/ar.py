@@ -132,7 +132,8 @@ class ARSystem:
                         finish_reason=comp.finish_reason,
                         error=comp.error,
                         status=SampleStatus.BACKEND_ERROR if comp.error else None,
-                        meta={"shots": shots[i], "cached": comp.cached, "limit": limit},
+                        meta={"shots": shots[i], "cached": comp.cached, "limit": limit}
+                        | ({"item_id": item.id} if (item := spec.item_for(i)) is not None else {}),
                     )
                 )
         usage.seconds = time.perf_counter() - t0

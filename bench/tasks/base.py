@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.errors import BenchError, DataError
-from bench.types import JSON
+from bench.types import JSON, TaskItem
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class TaskSource:
     free_text: frozenset[str] = frozenset()
     schema: JSON | None = None
     meta: JSON = field(default_factory=dict)
+    items: tuple[TaskItem, ...] = ()  # per-item tasks (BFCL): item.meta["record"] is its answer record
 
 
 class TaskFamily(Protocol):

@@ -112,6 +112,21 @@ def load_task(
         fingerprint=fingerprint(name, loader.version, opts, source.files),
         split_seed=split_seed,
         meta=meta,
+        items=_scored_items(source, holdout),
+    )
+
+
+def _scored_items(source: TaskSource, holdout: tuple[JSON, ...]) -> tuple:
+    """A per-item task scores only the items whose answer record is in the holdout (never one a system
+    could have seen among the references); an item without an expected call is always scored."""
+    if not source.items:
+        return ()
+    held = {json.dumps(r, sort_keys=True, ensure_ascii=False) for r in holdout}
+    return tuple(
+        item
+        for item in source.items
+        if not (item.meta.get("record") or {}).get("calls")
+        or json.dumps(item.meta["record"], sort_keys=True, ensure_ascii=False) in held
     )
 
 

@@ -62,3 +62,10 @@ TASKS.register(
     family="superni",
     members=True,
 )
+TASKS.register(
+    "bfcl",
+    "bench.tasks.bfcl:BFCL_FAMILY",
+    summary="bfcl/<category>: BFCL v4 single-turn tool calls, one item per question (AST-scored)",
+    family="bfcl",
+    members=True,
+)
