@@ -25,7 +25,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(CHECK is None or not (DATA / "bfcl").is_dir(), reason="needs bfcl-eval and data"),
 ]
-PER_CATEGORY = {"simple_python": 3, "multiple": 2, "parallel": 2, "parallel_multiple": 2, "irrelevance": 2}
+PER_CATEGORY = {"simple_python": 2, "multiple": 1, "parallel": 1, "parallel_multiple": 1, "irrelevance": 1}
 
 
 def _spec() -> TaskSpec:
