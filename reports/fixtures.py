@@ -28,11 +28,13 @@ def write_run(
     traces: Mapping[tuple[str, str, int], Sequence[Mapping[str, Any]]] | None = None,
     manifest: Mapping[str, Any] | None = None,
     tables: list[dict[str, Any]] | None = None,
+    usage: Mapping[tuple[str, str, int], Mapping[str, Any]] | None = None,
 ) -> Path:
     """Create RUN_DIR with one cell per (system, task, seed) holding the given metric values.
 
     `failed` maps (system, task, seed) to an error message; those cells get status "failed" and no
     metrics.json, exactly like a cell whose system crashed. `samples` rows are `{"text", "scored"}`.
+    `usage` adds keys to a cell's usage.json (cache hits, roles).
     """
     store = RunStore(run_dir)
     failed = dict(failed or {})
@@ -76,7 +78,10 @@ def write_run(
                 samples=sample_objs,
                 sample_rows=scored,
                 trace=trace,
-                usage=Usage(generator_calls=8, seconds=2.0).to_json(),
+                usage={
+                    **Usage(generator_calls=8, seconds=2.0).to_json(),
+                    **dict((usage or {}).get((system, task, seed)) or {}),
+                },
                 metrics=metrics,
             )
     m: dict[str, Any] = {

@@ -86,7 +86,9 @@ def test_unchanged_rerun_passes_and_planted_regression_fails(tmp_path, capsys):
     assert main(["check", str(regressed), "--baseline", str(baseline)]) == 1
     out = capsys.readouterr().out
     failed = {line.split()[1] for line in out.splitlines() if line.startswith("FAIL")}
-    assert {"gen/multiwoz/train/parse_rate", "gen/multiwoz/train/tsr"} <= failed, out
+    # the planted regression truncates records: parse rate and schema validity fall (tsr, which now also
+    # runs the code-checked rubric, need not move past its tolerance on these records)
+    assert {"gen/multiwoz/train/parse_rate", "gen/multiwoz/train/schema_valid"} <= failed, out
     first_rate = json.loads((first / "cells/gen/multiwoz__train/seed-0/metrics.json").read_text())[
         "parse_rate"
     ]

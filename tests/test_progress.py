@@ -6,7 +6,15 @@ from __future__ import annotations
 import io
 import time
 
+import pytest
+
 from bench import progress
+
+
+@pytest.fixture(autouse=True)
+def _progress_enabled(monkeypatch):
+    """`bench run --no-progress` run in-process by another test sets BENCH_PROGRESS=0 for the process."""
+    monkeypatch.delenv("BENCH_PROGRESS", raising=False)
 
 
 class Clock:

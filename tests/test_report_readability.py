@@ -14,7 +14,6 @@ import numpy as np
 from scipy import stats as st
 
 from bench.stats import Stat
-from bench.store import RunStore
 from reports.aggregate import load_run, metric_bounds, summarize
 from reports.fixtures import write_run
 from reports.html import render_report_html, why_text
@@ -181,11 +180,12 @@ def test_html_sample_browser_filters_by_failure_kind(tmp_path):
 
 
 def test_partial_run_is_marked_and_counts_cache_from_cells(tmp_path):
-    run = _run(tmp_path, manifest={"finished": None, "cache": {"enabled": True}})
-    store = RunStore(run)
-    for c in store.iter_cells():
-        usage = dict(c.usage, cache_hits=3, cache_misses=1)
-        (c.path / "usage.json").write_text(json.dumps(usage), encoding="utf-8")
+    cache = {
+        (s, "demo/booking", k): {"cache_hits": 3, "cache_misses": 1}
+        for s in ("ar_grammar", "llada")
+        for k in range(3)
+    }
+    run = _run(tmp_path, manifest={"finished": None, "cache": {"enabled": True}}, usage=cache)
     text = render_report_text(run)
     assert "PARTIAL" in text
     assert "18 hits, 6 misses (from the 6 cell(s) on disk)" in text
@@ -198,10 +198,12 @@ def test_header_lists_only_the_roles_a_system_used(tmp_path):
         "ar_grammar": {"generator": spec, "dlm": {"name": "embedded-mdlm"}, "embedder": {"name": "minilm"}},
         "llada": {"generator": spec, "dlm": {"name": "embedded-mdlm"}, "embedder": {"name": "minilm"}},
     }
-    run = _run(tmp_path, manifest={"roles": roles})
-    for c in RunStore(run).iter_cells():
-        used = ["generator"] if c.key.system == "ar_grammar" else ["dlm"]
-        (c.path / "usage.json").write_text(json.dumps(dict(c.usage, roles=used)), encoding="utf-8")
+    used = {
+        (s, "demo/booking", k): {"roles": ["generator"] if s == "ar_grammar" else ["dlm"]}
+        for s in ("ar_grammar", "llada")
+        for k in range(3)
+    }
+    run = _run(tmp_path, manifest={"roles": roles}, usage=used)
     text = render_report_text(run)
     line_ar = next(line for line in text.splitlines() if line.startswith("models of ar_grammar"))
     line_llada = next(line for line in text.splitlines() if line.startswith("models of llada"))
