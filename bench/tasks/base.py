@@ -48,6 +48,7 @@ class TaskSource:
     free_text: frozenset[str] = frozenset()
     schema: JSON | None = None
     meta: JSON = field(default_factory=dict)
+    items: tuple[Any, ...] = ()  # per-item tasks (bench.types.TaskItem): records may then be empty
 
 
 class TaskFamily(Protocol):
