@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import Field
 
@@ -34,6 +35,10 @@ class ARGrammarParams(ARParams):
     max_string_chars: int = Field(160, ge=1, description="largest maxLength given to unbounded strings")
     max_items: int = Field(6, ge=0, description="maxItems given to unbounded arrays")
     ascii_strings: bool = Field(True, description="free strings in printable ASCII (one byte per char)")
+    grammar: Literal["ours", "llama_cpp"] = Field(
+        "ours",
+        description="schema compiler for per-item tasks: ours, or llama-cpp-python's own (peer baseline)",
+    )
 
 
 @lru_cache(maxsize=256)
@@ -90,6 +95,10 @@ class ARGrammarSystem(ARSystem):
         return replace(base, json_schema=schema, max_tokens=budget)
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        if spec.items:  # JSONSchemaBench: one grammar per item, a refused schema is a scored sample
+            from systems.item_grammar import generate_items
+
+            return generate_items(self, spec, n, seed, ctx, self.params.grammar)
         schema = self.constrained_schema(spec)  # fails early, naming any unsupported keyword
         grammar = build_grammar(schema)
         result = super().generate(spec, n, seed, ctx)
