@@ -217,7 +217,10 @@ def test_a_real_run_scores_declared_and_refused_schemas(tmp_path, monkeypatch):
     assert [s["meta"]["declared"] for s in samples] == [True, False]
     assert samples[1]["text"] == "" and "uniqueItems" in samples[1]["meta"]["refused"]
     assert ours.metrics["declared_coverage"] == 0.5
-    assert ours.metrics["compliance"] == 1.0  # our grammar only admits schema-valid records
+    # our grammar admits only schema-valid texts: a declared sample is valid or was cut by the token
+    # budget (unbounded numbers can outrun 48 tokens), never a complete invalid record
+    assert samples[0]["scored"]["status"] in ("ok", "truncated")
+    assert ours.metrics["compliance"] == (1.0 if samples[0]["scored"]["status"] == "ok" else 0.0)
     assert ours.metrics["compile_seconds"] > 0
     peer = cells["peer"]
     assert all(
