@@ -94,6 +94,13 @@ class ARGrammarSystem(ARSystem):
         budget = int(min(base.max_tokens, longest + 1)) if longest != float("inf") else base.max_tokens
         return replace(base, json_schema=schema, max_tokens=budget)
 
+    def build_requests(self, spec: TaskSpec, n: int, seed: int, preset: dict | None = None):  # type: ignore[override]
+        if spec.items:  # per-item task: each item's own grammar; refused schemas send no request
+            from systems.item_grammar import item_requests
+
+            return item_requests(self, spec, n, seed, preset)
+        return super().build_requests(spec, n, seed, preset)
+
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
         if spec.items:  # JSONSchemaBench: one grammar per item, a refused schema is a scored sample
             from systems.item_grammar import generate_items

@@ -91,6 +91,29 @@ def compile_item(system: Any, item: TaskSpec, preset: dict | None, compiler: str
     return Compiled(params, time.perf_counter() - t0)
 
 
+def item_requests(
+    system: Any, spec: TaskSpec, n: int, seed: int, preset: dict | None = None
+) -> tuple[list[GenerationRequest], list[list[int]]]:
+    """The requests `ar-grammar` would send on a per-item task (refused schemas send none): what a dry run
+    sizes. No backend is needed; llama.cpp's own GBNF parse is left to the run."""
+    from systems.prompting import PromptParts
+
+    compiled: dict[str, Compiled] = {}
+    requests: list[GenerationRequest] = []
+    for i in range(n):
+        item = spec.for_sample(i)
+        item_id = item.meta["item_id"]
+        if item_id not in compiled:
+            compiled[item_id] = compile_item(system, item, preset, system.params.grammar, llama=False)
+        params = compiled[item_id].params
+        if params is not None:
+            prompt = PromptParts(item.instruction, item.schema, ()).render()
+            requests.append(
+                GenerationRequest.chat(prompt, params, seed, i, system=system.params.system_prompt)
+            )
+    return requests, [[] for _ in requests]
+
+
 def generate_items(
     system: Any, spec: TaskSpec, n: int, seed: int, ctx: RunContext, compiler: str
 ) -> GenerationResult:

@@ -228,3 +228,20 @@ def test_a_real_run_scores_declared_and_refused_schemas(tmp_path, monkeypatch):
         for s in map(json.loads, (Path(peer.path) / "samples.jsonl").read_text().splitlines())
     )
     assert 0.0 <= peer.metrics["declared_coverage"] <= 1.0
+
+
+def test_ar_grammar_requests_skip_refused_items_so_a_dry_run_can_size_them():
+    from systems.ar_grammar import ARGrammarSystem
+
+    refused = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+    spec = TaskSpec(
+        "t",
+        INSTRUCTION,
+        {},
+        (),
+        (),
+        items=(TaskItem("a.json", INT, INSTRUCTION), TaskItem("u.json", refused, INSTRUCTION)),
+    )
+    requests, shots = ARGrammarSystem({"max_tokens": 64}).build_requests(spec, 2, 0)
+    assert [r.sample_index for r in requests] == [0] and shots == [[]]
+    assert requests[0].params.json_schema is not None and INSTRUCTION in requests[0].messages[-1][1]
