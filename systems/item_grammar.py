@@ -63,7 +63,31 @@ class Compiled:
     reason: str | None = None
 
 
-def compile_item(system: Any, item: TaskSpec, preset: dict | None, compiler: str, llama: bool) -> Compiled:
+def gbnf_parses(vocab: Any, gbnf: str) -> bool:
+    """Whether llama.cpp itself parses this GBNF. llama-cpp-python only parses a grammar when sampling
+    starts, and a grammar it cannot parse then crashes the process (a NULL sampler), so every grammar is
+    parsed here first, against the loaded model's vocabulary, and freed again."""
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
+    if not sampler:
+        return False
+    llama_cpp.llama_sampler_free(sampler)
+    return True
+
+
+def llama_vocab(backend: Any) -> Any:
+    """The loaded model's vocabulary of a llama.cpp backend (None for any other backend)."""
+    if str(backend.identity().get("backend", "")) != "llama_cpp":
+        return None
+    from systems.backends.llama_cpp import _load_llama
+
+    return _load_llama(backend.path, backend.n_ctx, False, backend.n_threads)._model.vocab
+
+
+def compile_item(
+    system: Any, item: TaskSpec, preset: dict | None, compiler: str, llama: bool, vocab: Any = None
+) -> Compiled:
     """Compile one item's schema with `compiler`; any failure is a refusal (declared=False), kept with its
     reason: a compiler crash on a real schema is the engine not supporting it, as the benchmark counts it."""
     from systems.ar import ARSystem
@@ -75,7 +99,9 @@ def compile_item(system: Any, item: TaskSpec, preset: dict | None, compiler: str
             from llama_cpp.llama_grammar import json_schema_to_gbnf
 
             gbnf = json_schema_to_gbnf(json.dumps(item.schema))
-            LlamaGrammar.from_string(gbnf, verbose=False)  # refuses GBNF llama.cpp cannot parse
+            LlamaGrammar.from_string(gbnf, verbose=False)
+            if vocab is not None and not gbnf_parses(vocab, gbnf):
+                raise ValueError("llama.cpp cannot parse the converter's GBNF")
             base = ARSystem.sampling(system, item, preset)
             params = replace(base, json_schema=None, extra=(*base.extra, ("gbnf", gbnf)))
         else:
@@ -83,7 +109,9 @@ def compile_item(system: Any, item: TaskSpec, preset: dict | None, compiler: str
             if llama and params.json_schema is not None:
                 from systems.backends.grammar import llama_grammar
 
-                llama_grammar(params.json_schema)  # cached: the backend reuses this parse
+                grammar = llama_grammar(params.json_schema)  # cached: the backend reuses it
+                if vocab is not None and not gbnf_parses(vocab, grammar._grammar):
+                    raise ValueError("llama.cpp cannot parse the compiled GBNF")
     except RecursionError:
         return Compiled(None, time.perf_counter() - t0, "RecursionError: schema too deep for the compiler")
     except Exception as exc:  # noqa: BLE001 - a refusal or a compiler crash: both mean "not declared"
@@ -124,7 +152,8 @@ def generate_items(
         raise ValueError(f"ar-grammar: unknown grammar {compiler!r}; choose one of {', '.join(COMPILERS)}")
     backend = ctx.backend(system.role)
     preset = ctx.model_spec(system.role).get("sampling")
-    llama = str(backend.identity().get("backend", "")) == "llama_cpp"
+    vocab = llama_vocab(backend)
+    llama = vocab is not None
     compiled: dict[str, Compiled] = {}
     requests: list[tuple[int, GenerationRequest]] = []
     samples: dict[int, Sample] = {}
@@ -132,7 +161,7 @@ def generate_items(
         item = spec.for_sample(i)
         item_id = item.meta["item_id"]
         if item_id not in compiled:
-            compiled[item_id] = compile_item(system, item, preset, compiler, llama)
+            compiled[item_id] = compile_item(system, item, preset, compiler, llama, vocab)
         c = compiled[item_id]
         meta = {**item_meta(spec, i), "compile_seconds": c.seconds, "grammar": compiler}
         if c.params is None:

@@ -245,3 +245,15 @@ def test_ar_grammar_requests_skip_refused_items_so_a_dry_run_can_size_them():
     requests, shots = ARGrammarSystem({"max_tokens": 64}).build_requests(spec, 2, 0)
     assert [r.sample_index for r in requests] == [0] and shots == [[]]
     assert requests[0].params.json_schema is not None and INSTRUCTION in requests[0].messages[-1][1]
+
+
+def test_gbnf_that_llama_cpp_cannot_parse_is_caught_before_sampling():
+    """llama-cpp-python parses a grammar only when sampling starts and crashes on a bad one (seen on a
+    JSONSchemaBench schema through its own converter), so compile_item checks the parse first."""
+    pytest.importorskip("llama_cpp")
+    from systems.backends.llama_cpp import LlamaCppBackend
+    from systems.item_grammar import gbnf_parses, llama_vocab
+
+    vocab = llama_vocab(LlamaCppBackend.from_spec({"model": "smollm2-135m-instruct"}))
+    assert gbnf_parses(vocab, 'root ::= "a" [0-9]*')
+    assert not gbnf_parses(vocab, 'root ::= [\\.]+ "x')
