@@ -1,7 +1,8 @@
 """Declared coverage and compile time of the two `ar-grammar` compilers on every JSONSchemaBench schema.
 
 No model is needed: each schema of each split is compiled as `ar-grammar` would compile it on a per-item
-task (systems.item_grammar.compile_item, with llama.cpp's GBNF parser as the final check). The result is
+task (systems.item_grammar.compile_item, with llama.cpp's GBNF parser, on SmolLM2's vocabulary, as the
+final check). The result is
 each engine's declared coverage per split over all schemas in the data dir, beside the paper's. Run:
 
     BENCH_DATA_DIR=/work/shared/datasets python -m benchmarks.jsonschemabench.declared [--limit N] [--out F]
@@ -21,7 +22,8 @@ from bench.tasks.datadir import resolve_data_dir
 from bench.tasks.jsonschemabench import JSONSCHEMABENCH
 from bench.tasks.loading import load_task
 from systems.ar_grammar import ARGrammarSystem
-from systems.item_grammar import compile_item
+from systems.backends.llama_cpp import LlamaCppBackend
+from systems.item_grammar import compile_item, llama_vocab
 
 ENGINES = {
     "ar-grammar": {"temperature": 0.0, "k_shots": 0, "max_tokens": 192},
@@ -43,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sys.setrecursionlimit(10_000)
     results: dict = {}
+    vocab = llama_vocab(
+        LlamaCppBackend.from_spec({"model": "smollm2-135m-instruct"})
+    )  # llama.cpp's GBNF parse
     for split in JSONSCHEMABENCH.variants(resolve_data_dir(None)):
         opts = {"limit": args.limit} if args.limit else {}
         spec = load_task(f"jsonschemabench/{split}", n_references=None, n_holdout=None, options=opts)
@@ -50,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, params in ENGINES.items():
             system = ARGrammarSystem(params)
             outcomes = [
-                compile_item(system, spec.for_sample(i), None, system.params.grammar, llama=True)
+                compile_item(system, spec.for_sample(i), None, system.params.grammar, llama=True, vocab=vocab)
                 for i in range(len(spec.items))
             ]
             declared = [c.params is not None for c in outcomes]
