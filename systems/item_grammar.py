@@ -67,13 +67,26 @@ def gbnf_parses(vocab: Any, gbnf: str) -> bool:
     """Whether llama.cpp itself parses this GBNF. llama-cpp-python only parses a grammar when sampling
     starts, and a grammar it cannot parse then crashes the process (a NULL sampler), so every grammar is
     parsed here first, against the loaded model's vocabulary, and freed again."""
+    import os
+
     import llama_cpp
 
-    sampler = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
-    if not sampler:
-        return False
-    llama_cpp.llama_sampler_free(sampler)
-    return True
+    # In a forked child: llama.cpp's recursive parser overflows the C stack on some deep Github_hard
+    # grammars (a segfault), which must refuse the schema, not kill the run.
+    if not hasattr(os, "fork"):  # no fork (Windows): parse in process
+        sampler = llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root")
+        if sampler:
+            llama_cpp.llama_sampler_free(sampler)
+        return bool(sampler)
+    pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            ok = bool(llama_cpp.llama_sampler_init_grammar(vocab, gbnf.encode("utf-8"), b"root"))
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def llama_vocab(backend: Any) -> Any:
