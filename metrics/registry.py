@@ -289,3 +289,25 @@ TOOLCALL_METRICS: list[str] = [name for name, *_ in _TOOLCALLS]
 
 for _name, _ref, _better, _summary in _TOOLCALLS:
     METRICS.register(_name, _ref, better=_better, family="toolcalls", needs=(), summary=_summary, version=1)
+
+# Opt-in JSONSchemaBench metrics (Geng et al. 2025; metrics/jsonschemabench.py): for per-item tasks
+# (`jsonschemabench/<split>`), so in neither default list; bootstrap 95% intervals go to the cell info.
+_JSONSCHEMABENCH: list[tuple[str, str | None, str]] = [
+    ("declared_coverage", "up", "share of samples whose engine compiled the schema (meta.declared)"),
+    ("empirical_coverage", "up", "share of samples valid against their item's schema (2020-12, formats)"),
+    ("compliance", "up", "empirical coverage over the declared samples"),
+    ("compile_seconds", "down", "mean grammar compile time per schema"),
+    ("ttft_seconds", "down", "mean time to first token (NaN where the backend does not stream)"),
+    ("tpot_seconds", "down", "mean seconds per output token (includes prompt processing)"),
+    ("tokens_per_s", "up", "output tokens per generation second"),
+]
+for _name, _better, _summary in _JSONSCHEMABENCH:
+    METRICS.register(
+        _name,
+        f"metrics.jsonschemabench:{_name}",
+        better=_better,
+        family="jsonschemabench",
+        needs=(),
+        summary=_summary,
+        version=1,
+    )

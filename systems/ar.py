@@ -22,6 +22,7 @@ from bench.types import (
     Usage,
 )
 from systems.gen_limits import RETRY_FACTOR, task_max_tokens
+from systems.item_grammar import item_meta
 from systems.params import validate_params
 from systems.prompting import PromptParts, choose_examples, sample_rng
 
@@ -132,8 +133,12 @@ class ARSystem:
                         finish_reason=comp.finish_reason,
                         error=comp.error,
                         status=SampleStatus.BACKEND_ERROR if comp.error else None,
-                        meta={"shots": shots[i], "cached": comp.cached, "limit": limit}
-                        | ({"item_id": item.id} if (item := spec.item_for(i)) is not None else {}),
+                        meta={
+                            "shots": shots[i],
+                            "cached": comp.cached,
+                            "limit": limit,
+                            **item_meta(spec, i, comp),
+                        },
                     )
                 )
         usage.seconds = time.perf_counter() - t0

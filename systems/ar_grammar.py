@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import Field
 
@@ -53,6 +54,11 @@ class ARGrammarParams(ARParams):
     max_items: int = Field(6, ge=0, description="maxItems of arrays the references do not show longer")
     ascii_strings: bool = Field(False, description="free strings in printable ASCII and short escapes only")
     caps_from_references: bool = Field(True, description="size caps from the task's reference records")
+
+    grammar: Literal["ours", "llama_cpp"] = Field(
+        "ours",
+        description="schema compiler for per-item tasks: ours, or llama-cpp-python's own (peer baseline)",
+    )
 
 
 @dataclass(frozen=True)
@@ -167,7 +173,18 @@ class ARGrammarSystem(ARSystem):
         budget = int(min(base.max_tokens, longest + 1)) if longest != float("inf") else base.max_tokens
         return replace(base, json_schema=schema, max_tokens=budget)
 
+    def build_requests(self, spec: TaskSpec, n: int, seed: int, preset: dict | None = None):  # type: ignore[override]
+        if spec.items:  # per-item task: each item's own grammar; refused schemas send no request
+            from systems.item_grammar import item_requests
+
+            return item_requests(self, spec, n, seed, preset)
+        return super().build_requests(spec, n, seed, preset)
+
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        if spec.items:  # JSONSchemaBench: one grammar per item, a refused schema is a scored sample
+            from systems.item_grammar import generate_items
+
+            return generate_items(self, spec, n, seed, ctx, self.params.grammar)
         schema = self.constrained_schema(spec)  # fails early, naming any unsupported keyword
         grammar = build_grammar(schema)
         result = super().generate(spec, n, seed, ctx)

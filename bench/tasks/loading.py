@@ -83,6 +83,8 @@ def load_task(
     opts: JSON = dict(options or {})
     root = resolve_data_dir(data_dir) if loader.needs_data_dir else None
     source = loader.read(variant, root, opts)
+    if source.items and not source.records:  # JSONSchemaBench: items only; BFCL has answer records too
+        return _item_task(name, loader, source, opts, split_seed)
     for i, record in enumerate(source.records):
         assert_finite_json(record, f"task {name!r} record {i}")
     records, duplicates = _dedupe(source.records)
@@ -127,6 +129,32 @@ def _scored_items(source: TaskSource, holdout: tuple[JSON, ...]) -> tuple:
         for item in source.items
         if not (item.meta.get("record") or {}).get("calls")
         or json.dumps(item.meta["record"], sort_keys=True, ensure_ascii=False) in held
+    )
+
+
+def _item_task(name: str, loader: TaskFamily, source: TaskSource, opts: JSON, split_seed: int) -> TaskSpec:
+    """A per-item task (JSONSchemaBench): each item brings its own schema; there are no records to split,
+    so references and holdout are empty and reference-based metrics are NaN."""
+    meta: JSON = {
+        "family": loader.family,
+        "loader_version": loader.version,
+        "options": opts,
+        "source_files": {f.relpath: hashlib.sha256(f.data).hexdigest() for f in source.files},
+        "n_records": 0,
+        "n_items": len(source.items),
+        **source.meta,
+    }
+    return TaskSpec(
+        name=name,
+        instruction=source.instruction,
+        schema=source.schema if source.schema is not None else {},
+        references=(),
+        holdout=(),
+        rubric=source.rubric,
+        fingerprint=fingerprint(name, loader.version, opts, source.files),
+        split_seed=split_seed,
+        meta=meta,
+        items=tuple(source.items),
     )
 
 

@@ -69,3 +69,10 @@ TASKS.register(
     family="bfcl",
     members=True,
 )
+TASKS.register(
+    "jsonschemabench",
+    "bench.tasks.jsonschemabench:JSONSCHEMABENCH",
+    summary="jsonschemabench/<split>: JSONSchemaBench schemas, one item per schema file (no records)",
+    family="jsonschemabench",
+    members=True,
+)

@@ -175,6 +175,15 @@ class LlamaCppBackend:
             self._grammars[key] = llama_grammar(schema)
         return self._grammars[key]
 
+    def _gbnf(self, text: str) -> Any:
+        """A parsed GBNF grammar given as text, cached like the schema grammars."""
+        key = "gbnf:" + stable_hash(text)
+        if key not in self._grammars:
+            from llama_cpp import LlamaGrammar
+
+            self._grammars[key] = LlamaGrammar.from_string(text, verbose=False)
+        return self._grammars[key]
+
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
         llm = _load_llama(self.path, self.n_ctx, False, self.n_threads)
         out = []
@@ -194,7 +203,11 @@ class LlamaCppBackend:
                 kwargs["stop"] = list(p.stop)
             if p.json_schema is not None:
                 kwargs["grammar"] = self._grammar(p.json_schema)
-            kwargs.update(dict(p.extra))
+            extra = dict(p.extra)
+            gbnf = extra.pop("gbnf", None)  # a ready GBNF text (llama-cpp-python's own schema converter)
+            if gbnf is not None:
+                kwargs["grammar"] = self._gbnf(gbnf)
+            kwargs.update(extra)
             t0 = time.perf_counter()
             try:
                 with _MODELS_LOCK:
