@@ -320,7 +320,11 @@ class AoDOptimizer:
             current = evaluate(incumbent, round_seed, None)
             trace.append(
                 self._event(
-                    n_eval, round_index, "incumbent", current, meter,
+                    n_eval,
+                    round_index,
+                    "incumbent",
+                    current,
+                    meter,
                     {"edit_source": "initial" if round_index == 1 else "incumbent"},
                 )
             )
@@ -368,13 +372,17 @@ class AoDOptimizer:
         if meter.remaining_evaluations == 1:  # an odd evaluation left: a last fresh look at the incumbent
             check = evaluate(incumbent, meter.round_seed(round_index + 1), None)
             trace.append(
-                self._event(n_eval, round_index + 1, "final_check", check, meter, {"edit_source": "incumbent"})
+                self._event(
+                    n_eval, round_index + 1, "final_check", check, meter, {"edit_source": "incumbent"}
+                )
             )
             best_reward = check.reward
         return self._result(incumbent, trace, meter, agent, judge_agent, best_reward)
 
     @staticmethod
-    def paired_test(paired: PairedReward, candidate: Assessment, incumbent: Assessment, seed: int) -> SwapTest:
+    def paired_test(
+        paired: PairedReward, candidate: Assessment, incumbent: Assessment, seed: int
+    ) -> SwapTest:
         a = paired.members(candidate.samples, candidate.verdicts)
         b = paired.members(incumbent.samples, incumbent.verdicts)
         return paired_swap_test(a, b, paired.difference, seed=seed)

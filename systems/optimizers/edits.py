@@ -55,7 +55,11 @@ class PromptEdit:
     values: tuple[str, ...] = ()
 
     def to_json(self) -> JSON:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v not in ("", -1, ())}
+        return {
+            k: (list(v) if isinstance(v, tuple) else v)
+            for k, v in asdict(self).items()
+            if v not in ("", -1, ())
+        }
 
     def describe(self) -> str:
         if self.kind == "vary_hint":
@@ -431,7 +435,10 @@ def novel_values(
         n = shape.count("#")
         lo = [min(r[j] for r in runs) for j in range(n)]
         hi = [max(r[j] for r in runs) for j in range(n)]
-        pad = [max(len(w[j]) for w in widths) if any(w[j].startswith("0") for w in widths) else 0 for j in range(n)]
+        pad = [
+            max(len(w[j]) for w in widths) if any(w[j].startswith("0") for w in widths) else 0
+            for j in range(n)
+        ]
         known = set(seen)
         out: list[str] = []
         for _ in range(50 * k):
@@ -467,7 +474,9 @@ _NOTE_PATTERN = "^[A-Z][a-z]{0,11}( [A-Za-z0-9,'-]{1,14}){3,14}[.]$"
 _FREE_VALUE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9 :.'/-]{0,29}$"
 
 
-def reply_schema(kind: str, spec: TaskSpec, prompt: DiffusionPrompt, bounds: EditBounds, original: str) -> JSON | None:
+def reply_schema(
+    kind: str, spec: TaskSpec, prompt: DiffusionPrompt, bounds: EditBounds, original: str
+) -> JSON | None:
     """The JSON shape the optimizer's reply must take for an edit of `kind` (None: no LLM needed).
 
     Decoded under a grammar (llama.cpp), a 135M model can only write an object of this shape: a note is
@@ -483,7 +492,9 @@ def reply_schema(kind: str, spec: TaskSpec, prompt: DiffusionPrompt, bounds: Edi
         for f, allowed in sorted(hint_fields(spec).items())[:24]:
             if "[]" in f:
                 continue
-            value: JSON = {"enum": list(allowed)} if allowed else {"type": "string", "pattern": _FREE_VALUE_PATTERN}
+            value: JSON = (
+                {"enum": list(allowed)} if allowed else {"type": "string", "pattern": _FREE_VALUE_PATTERN}
+            )
             options.append(
                 {
                     "type": "object",
@@ -505,7 +516,12 @@ def reply_schema(kind: str, spec: TaskSpec, prompt: DiffusionPrompt, bounds: Edi
         words = max(4, min(60, hi // 6))
         pattern = f"^[A-Z][A-Za-z0-9,:()'/-]{{0,14}}( [A-Za-z0-9,:()'/.-]{{1,16}}){{4,{words}}}[.]$"
         props = {"instruction": {"type": "string", "pattern": pattern}}
-        return {"type": "object", "properties": props, "required": ["instruction"], "additionalProperties": False}
+        return {
+            "type": "object",
+            "properties": props,
+            "required": ["instruction"],
+            "additionalProperties": False,
+        }
     return None
 
 
