@@ -9,7 +9,8 @@ Every round is one trial. Reported per mode: trials, accepted by the swap test (
 accepted by the plain rule "paired reward is higher" (what a test-free loop would keep), with Wilson 95%
 intervals. Everything else is the real thing: embedded DLM generator, SmolLM2 judge, MiniLM similarity.
 
-Usage: python -m benchmarks.aod.false_acceptance [--task multiwoz/train] [--seeds 10] [--budget 48]
+Usage: python -m benchmarks.aod.false_acceptance [--task multiwoz/train] [--seeds 10] [--budget 32]
+         [--judge-limit 1]
          [--modes noop-resample,noop-note] [--jsonl OUT] [--cache-dir DIR]
 """
 
@@ -37,7 +38,16 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, c - h), min(1.0, c + h))
 
 
-def run(task: str, seeds: int, budget: int, batch: int, modes: list[str], out: Path, cache_dir: Path) -> dict:
+def run(
+    task: str,
+    seeds: int,
+    budget: int,
+    batch: int,
+    modes: list[str],
+    out: Path,
+    cache_dir: Path,
+    judge_limit: int = 1,
+) -> dict:
     from bench.cache import CallCache
     from bench.context import BenchContext
     from bench.profiles import resolve_profile
@@ -48,12 +58,12 @@ def run(task: str, seeds: int, budget: int, batch: int, modes: list[str], out: P
     spec = load_task(task, n_references=64, n_holdout=32)
     ctx = BenchContext(resolve_profile("embedded"), cache_dir, CallCache(cache_dir / "calls.sqlite"))
     generator = DiffusionPromptGenerator({"k_shots": 0})
-    summary: dict = {}
+    trials_by_mode: dict[str, list[dict]] = {m: [] for m in modes}
     with out.open("a") as fh:
-        for mode in modes:
-            cfg = AoDConfig(judge_limit=2, with_perplexity=False, edit_mode=mode)  # type: ignore[arg-type]
-            trials = []
-            for seed in range(seeds):
+        for seed in range(seeds):  # seeds outside, modes inside: a cut-short run stays balanced
+            for mode in modes:
+                cfg = AoDConfig(judge_limit=judge_limit, with_perplexity=False, edit_mode=mode)  # type: ignore[arg-type]
+                trials = trials_by_mode[mode]
                 t0 = time.perf_counter()
                 result = AoDOptimizer(cfg).optimize(generator, spec, seed, ctx, Budget(budget, batch))
                 for e in result.trace:
@@ -71,21 +81,28 @@ def run(task: str, seeds: int, budget: int, batch: int, modes: list[str], out: P
                         fh.write(json.dumps(row) + "\n")
                 fh.flush()
                 print(f"{mode} seed {seed}: {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
-            n = len(trials)
-            acc = sum(t["accepted"] for t in trials)
-            gre = sum(t["greater"] for t in trials)
-            ties = sum(t["difference"] == 0 for t in trials)
-            summary[mode] = {
-                "trials": n,
-                "seeds": seeds,
-                "accepted": acc,
-                "rate": acc / n if n else math.nan,
-                "rate_ci95": wilson(acc, n),
-                "greater": gre,
-                "greater_rate": gre / n if n else math.nan,
-                "greater_ci95": wilson(gre, n),
-                "ties": ties,
-            }
+    return summarize(trials_by_mode, seeds)
+
+
+def summarize(trials_by_mode: dict[str, list[dict]], seeds: int) -> dict:
+    """Acceptance counts and Wilson intervals per mode (also usable on a saved JSONL)."""
+    summary: dict = {}
+    for mode, trials in trials_by_mode.items():
+        n = len(trials)
+        acc = sum(t["accepted"] for t in trials)
+        gre = sum(t["greater"] for t in trials)
+        summary[mode] = {
+            "trials": n,
+            "seeds": len({t["seed"] for t in trials}) or seeds,
+            "accepted": acc,
+            "rate": acc / n if n else math.nan,
+            "rate_ci95": wilson(acc, n),
+            "greater": gre,
+            "greater_rate": gre / n if n else math.nan,
+            "greater_ci95": wilson(gre, n),
+            "ties": sum(t["difference"] == 0 for t in trials),
+            "min_p": min((t["p_value"] for t in trials), default=math.nan),
+        }
     return summary
 
 
@@ -93,16 +110,32 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--task", default="multiwoz/train")
     ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--budget", type=int, default=48)
+    ap.add_argument("--budget", type=int, default=32)
+    ap.add_argument("--judge-limit", type=int, default=1)
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--modes", default="noop-resample,noop-note")
     ap.add_argument("--jsonl", default="false_acceptance.jsonl")
     ap.add_argument(
         "--cache-dir", default=os.environ.get("BENCH_CACHE_DIR", str(Path.home() / ".cache" / "aod-bench"))
     )
+    ap.add_argument("--summarize", default="", help="only summarize this saved JSONL")
     a = ap.parse_args(argv)
+    if a.summarize:
+        rows = [json.loads(x) for x in Path(a.summarize).read_text().splitlines() if x.strip()]
+        by_mode: dict[str, list[dict]] = {}
+        for r in rows:
+            by_mode.setdefault(r["mode"], []).append(r)
+        print(json.dumps(summarize(by_mode, a.seeds), indent=2))
+        return
     summary = run(
-        a.task, a.seeds, a.budget, a.batch_size, a.modes.split(","), Path(a.jsonl), Path(a.cache_dir)
+        a.task,
+        a.seeds,
+        a.budget,
+        a.batch_size,
+        a.modes.split(","),
+        Path(a.jsonl),
+        Path(a.cache_dir),
+        a.judge_limit,
     )
     print(json.dumps(summary, indent=2))
 
