@@ -79,6 +79,18 @@ NULL_NOTES = (
 )
 
 
+#: Backends that decode under a JSON-schema grammar (hf has none: its replies go unconstrained).
+GRAMMAR_BACKENDS = ("llama_cpp", "openai")
+
+
+def supports_grammar(ctx: RunContext, role: str) -> bool:
+    """Whether the role's backend takes `json_schema` requests (else the line parser reads replies)."""
+    try:
+        return ctx.model_spec(role).get("backend") in GRAMMAR_BACKENDS  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a context without model specs: ask unconstrained
+        return False
+
+
 @dataclass(frozen=True)
 class AoDConfig:
     """Knobs of the loop (the System's params fill these)."""
@@ -221,7 +233,8 @@ class AoDOptimizer:
             info["edit_source"] = "rule"
             return template_edit(kind, prompt, spec, rng, misses, schema_problem), info
         index = rng.randrange(len(prompt.notes)) if kind == "replace_note" and prompt.notes else -1
-        schema = reply_schema(kind, spec, prompt, bounds, original) if self.config.constrained else None
+        constrained = self.config.constrained and supports_grammar(agent.ctx, agent.role)
+        schema = reply_schema(kind, spec, prompt, bounds, original) if constrained else None
         max_tokens = self.config.optimizer_max_tokens
         if schema is not None:
             from systems.backends.grammar import build_grammar, max_bytes
