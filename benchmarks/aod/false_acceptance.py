@@ -47,6 +47,7 @@ def run(
     out: Path,
     cache_dir: Path,
     judge_limit: int = 1,
+    seed_start: int = 0,
 ) -> dict:
     from bench.cache import CallCache
     from bench.context import BenchContext
@@ -60,7 +61,9 @@ def run(
     generator = DiffusionPromptGenerator({"k_shots": 0})
     trials_by_mode: dict[str, list[dict]] = {m: [] for m in modes}
     with out.open("a") as fh:
-        for seed in range(seeds):  # seeds outside, modes inside: a cut-short run stays balanced
+        for seed in range(
+            seed_start, seed_start + seeds
+        ):  # seeds outside, modes inside: a cut-short run stays balanced
             for mode in modes:
                 cfg = AoDConfig(judge_limit=judge_limit, with_perplexity=False, edit_mode=mode)  # type: ignore[arg-type]
                 trials = trials_by_mode[mode]
@@ -112,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--budget", type=int, default=32)
     ap.add_argument("--judge-limit", type=int, default=1)
+    ap.add_argument("--seed-start", type=int, default=0, help="first seed (split a run over processes)")
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--modes", default="noop-resample,noop-note")
     ap.add_argument("--jsonl", default="false_acceptance.jsonl")
@@ -136,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         Path(a.jsonl),
         Path(a.cache_dir),
         a.judge_limit,
+        a.seed_start,
     )
     print(json.dumps(summary, indent=2))
 
