@@ -303,6 +303,12 @@ def test_ar_generator_puts_notes_and_hints_into_the_ar_prompt(booking: TaskSpec)
     text = requests[0].messages[-1][1]
     assert text.startswith("Write a booking.\nUse new cities.\nUse these values: cabin = first")
     assert '"departure_city"' in text  # the schema and a few-shot reference are still ar's own
+    from systems.optimizers.base import SteerPrompt
+
+    pooled = SteerPrompt(instruction="Write a booking.", hint_pools=[("cabin", ["first", "business"])])
+    assert ar_spec(booking, pooled).instruction.endswith(
+        "For cabin, use one of: first, business, a different one each time."
+    )
 
 
 # ------------------------------------------------------------------------- distributional hints
