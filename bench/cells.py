@@ -121,6 +121,7 @@ def efficiency_metrics(result: GenerationResult, seconds: float) -> dict[str, fl
         "records_per_s": (n / seconds) if seconds > 0 else math.nan,
         "generator_calls": float(u.generator_calls),
         "agent_calls": float(u.agent_calls),
+        "judge_calls": float(u.judge_calls),
         "tokens_in": float(u.tokens_in),
         "tokens_out": float(u.tokens_out),
         "nfe": float(u.nfe),

@@ -439,6 +439,7 @@ EFFICIENCY_METRICS = (
     "records_per_s",
     "generator_calls",
     "agent_calls",
+    "judge_calls",
     "tokens_in",
     "tokens_out",
     "nfe",

@@ -143,6 +143,7 @@ class Usage:
     cost_usd: float = 0.0
     cache_hits: int = 0
     cache_misses: int = 0
+    judge_calls: int = 0  # the share of agent_calls made by a judge (AoD's judge cluster)
 
     def add_call(
         self,

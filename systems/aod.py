@@ -1,4 +1,5 @@
-"""Prompt-optimization systems: `aod` and its ablations, `promptbreeder`, `evoprompt`.
+"""Prompt-optimization systems: `aod` and its ablations (`aod-static`, `aod-scalar`, `aod-norl`),
+`promptbreeder`, `evoprompt` (GA) and `evoprompt-de` (differential evolution).
 
 Each wraps one `PromptOptimizer` (systems/optimizers) around a frozen generator (`llada` by default, the
 profile's `dlm` role; `ar` for autoregressive generators): optimize the prompt under a generator-call
@@ -71,6 +72,16 @@ class AoDParams(OptimizerParams):
     policy_lr: float = Field(0.5, gt=0, description="policy step size")
     policy_clip: float = Field(0.2, gt=0, lt=1, description="PPO clip range epsilon")
     policy_epochs: int = Field(4, ge=1, description="gradient steps per update")
+    policy_frozen: bool = Field(False, description="uniform policy over edit kinds, never updated (aod-norl)")
+    constrained: bool = Field(True, description="optimizer replies decoded under a JSON grammar")
+    acceptance: Literal["swap", "greater"] = Field(
+        "swap", description="keep an edit: paired swap test on fresh samples, or plain 'reward is higher'"
+    )
+    alpha: float = Field(0.1, gt=0, lt=1, description="swap test level: bound on keeping a do-nothing edit")
+    min_gain: float = Field(0.0, ge=0, description="least paired reward gain an accepted edit must show")
+    edit_mode: Literal["agent", "noop-note", "noop-resample"] = Field(
+        "agent", description="who writes edits (noop-*: do-nothing edits, to measure false acceptance)"
+    )
 
 
 class EvolutionParams(OptimizerParams):
@@ -155,6 +166,12 @@ class AoDSystem(PromptOptimizationSystem):
                 policy_lr=p.policy_lr,
                 policy_clip=p.policy_clip,
                 policy_epochs=p.policy_epochs,
+                policy_frozen=p.policy_frozen,
+                constrained=p.constrained,
+                acceptance=p.acceptance,
+                alpha=p.alpha,
+                min_gain=p.min_gain,
+                edit_mode=p.edit_mode,
             )
         )
 
@@ -174,7 +191,8 @@ class AoDSystem(PromptOptimizationSystem):
 
 
 class AoDStaticSystem(AoDSystem):
-    """`aod-static`: no RL; the optimizer agent's first proposal becomes the fixed prompt."""
+    """`aod-static`: no search. One evaluation of the initial prompt gives the agent its feedback; the
+    agent's first proposal becomes the fixed prompt, unevaluated (no selection, no RL, budget unused)."""
 
     name = "aod-static"
     defaults = {"static": True}
@@ -185,6 +203,14 @@ class AoDScalarSystem(AoDSystem):
 
     name = "aod-scalar"
     defaults = {"feedback": "scalar"}
+
+
+class AoDNoRLSystem(AoDSystem):
+    """`aod-norl`: the same loop, budget and acceptance test, with a frozen uniform policy over edit
+    kinds (isolates what the policy's learning adds)."""
+
+    name = "aod-norl"
+    defaults = {"policy_frozen": True}
 
 
 class PromptBreederSystem(PromptOptimizationSystem):
@@ -211,15 +237,24 @@ class EvoPromptSystem(PromptOptimizationSystem):
 
     name = "evoprompt"
     params_model = EvolutionParams
+    variant = "ga"
 
     def optimizer(self) -> PromptOptimizer:
         from systems.optimizers.evoprompt import EvoPromptOptimizer
 
         p = self.params
         return EvoPromptOptimizer(
+            variant=self.variant,
             population=p.population,
             temperature=p.optimizer_temperature,
             with_similarity=p.with_similarity,
             with_perplexity=p.with_perplexity,
             validation_fraction=p.validation_fraction,
         )
+
+
+class EvoPromptDESystem(EvoPromptSystem):
+    """`evoprompt-de`: EvoPrompt's differential-evolution variant, same generator and budget."""
+
+    name = "evoprompt-de"
+    variant = "de"

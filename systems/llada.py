@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -48,6 +48,10 @@ class LLaDAParams(BaseModel):
     notes: list[str] = Field(default_factory=list, description="extra prompt lines (prompt editing)")
     hints: dict[str, str] = Field(
         default_factory=dict, description="`field: value` lines added to every prompt"
+    )
+    hint_pools: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="`field: [values]`: one value per sample, drawn by (seed, sample index), as a hint",
     )
     steps: int | None = Field(None, ge=1, description="denoising steps T (paper: 12)")
     gen_length: int | None = Field(None, ge=1, description="response positions (llada only)")
@@ -92,7 +96,7 @@ class LLaDASystem:
         if p.instruction is not None:
             parts.instruction = p.instruction
         parts.notes = list(p.notes)
-        parts.hints = list(p.hints.items())
+        parts.hints = with_pool_hints(list(p.hints.items()), p.hint_pools, seed, index)
         return parts
 
     def prompts(self, spec: TaskSpec, n: int, seed: int) -> list[str]:
@@ -153,6 +157,26 @@ class LLaDASystem:
             }
         ]
         return GenerationResult(samples=samples, trace=trace, usage=usage)
+
+
+def pool_hints(pools: Mapping[str, Sequence[str]], seed: int, index: int) -> list[tuple[str, str]]:
+    """One `(field, value)` hint per pooled field for sample `index`: a distributional hint.
+
+    The value is drawn from a private RNG per (seed, sample index), so sample i gets the same value
+    whatever else is in the prompt, and different samples get different values (the hint spreads a
+    field over its pool instead of pinning one value in every record). Empty pools are skipped.
+    """
+    rng = sample_rng(seed, index, "llada-hint-pools")
+    return [(f, str(rng.choice(list(values)))) for f, values in pools.items() if values]
+
+
+def with_pool_hints(
+    hints: list[tuple[str, str]], pools: Mapping[str, Sequence[str]], seed: int, index: int
+) -> list[tuple[str, str]]:
+    """Fixed hints with the pooled fields' drawn values (a pooled field replaces its fixed hint)."""
+    if not pools:
+        return hints
+    return [(k, v) for k, v in hints if k not in pools] + pool_hints(pools, seed, index)
 
 
 def _backend_temperature(backend: Any) -> float:

@@ -57,3 +57,13 @@ SYSTEMS.register(
     "systems.aod:EvoPromptSystem",
     summary="EvoPrompt (GA) steering the same frozen generator with the same generator-call budget",
 )
+SYSTEMS.register(
+    "aod-norl",
+    "systems.aod:AoDNoRLSystem",
+    summary="AoD ablation: same loop, budget and acceptance test, frozen uniform policy over edit kinds",
+)
+SYSTEMS.register(
+    "evoprompt-de",
+    "systems.aod:EvoPromptDESystem",
+    summary="EvoPrompt (differential evolution) steering the same frozen generator with the same budget",
+)

@@ -68,15 +68,27 @@ def spec() -> TaskSpec:
 
 @pytest.fixture(scope="module")
 def runs(spec: TaskSpec, tmp_path_factory: pytest.TempPathFactory) -> dict[str, GenerationResult]:
-    from systems.aod import AoDStaticSystem, AoDSystem, EvoPromptSystem, PromptBreederSystem
+    from systems.aod import (
+        AoDNoRLSystem,
+        AoDStaticSystem,
+        AoDSystem,
+        EvoPromptDESystem,
+        EvoPromptSystem,
+        PromptBreederSystem,
+    )
 
     root = tmp_path_factory.mktemp("aod")
     return {
         "aod": AoDSystem(AOD).generate(spec, N, 0, context(root, "a")),
         "aod-again": AoDSystem(AOD).generate(spec, N, 0, context(root, "b")),
         "aod-static": AoDStaticSystem(AOD).generate(spec, N, 0, context(root, "c")),
+        "aod-norl": AoDNoRLSystem(AOD).generate(spec, N, 0, context(root, "a")),
+        "aod-noop": AoDSystem({**AOD, "edit_mode": "noop-resample", "budget": 16}).generate(
+            spec, N, 1, context(root, "a")
+        ),
         "promptbreeder": PromptBreederSystem(COMMON).generate(spec, N, 0, context(root, "d")),
         "evoprompt": EvoPromptSystem(COMMON).generate(spec, N, 0, context(root, "e")),
+        "evoprompt-de": EvoPromptDESystem(COMMON).generate(spec, N, 0, context(root, "e")),
     }
 
 
@@ -91,7 +103,10 @@ def test_same_seed_gives_the_same_trace_and_samples_without_replaying_the_cache(
     assert a.usage.cache_misses == b.usage.cache_misses > 0  # two fresh caches: nothing was replayed
 
 
-@pytest.mark.parametrize("name", ["aod", "promptbreeder", "evoprompt"])
+ALL = ["aod", "aod-norl", "promptbreeder", "evoprompt", "evoprompt-de"]
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_every_optimizer_spends_exactly_the_same_budget(runs: dict, name: str) -> None:
     result = runs[name]
     final = result.trace[-1]
@@ -102,7 +117,7 @@ def test_every_optimizer_spends_exactly_the_same_budget(runs: dict, name: str) -
     assert len(result.samples) == N
 
 
-@pytest.mark.parametrize("name", ["aod", "promptbreeder", "evoprompt"])
+@pytest.mark.parametrize("name", ALL)
 def test_iteration_events_carry_integer_iteration_and_numeric_reward(runs: dict, name: str) -> None:
     events = iteration_events(runs[name])
     assert [e["iteration"] for e in events] == list(range(COMMON["budget"] // COMMON["batch_size"]))
@@ -114,15 +129,18 @@ def test_iteration_events_carry_integer_iteration_and_numeric_reward(runs: dict,
 
 def test_aod_trace_records_edits_judge_sentences_and_every_fallback(runs: dict) -> None:
     events = iteration_events(runs["aod"])
-    assert events[0]["edit_source"] == "initial"
-    for e in events[1:]:
+    assert events[0]["edit_source"] == "initial" and events[0]["role"] == "incumbent"
+    candidates = [e for e in events if e["role"] == "candidate"]
+    assert candidates and [e["role"] for e in events] == ["incumbent", "candidate", "final_check"]
+    for e in candidates:
         assert e["edit_source"] in ("agent", "fallback", "rule")
+        assert e["constrained"] is True or e["edit_source"] == "rule"
         assert e["edit"] is not None and e["edit"]["kind"] == e["edit_kind"]
         assert e["policy"]["kind"] == e["edit_kind"] and "probs" in e["policy"]
         if e["edit_source"] == "fallback":
             assert e["fallback_reason"] and "agent_reply" in e
         assert e["sentences"] and isinstance(e["subrewards"], dict)
-    for name in ("promptbreeder", "evoprompt"):
+    for name in ("promptbreeder", "evoprompt", "evoprompt-de"):
         for e in iteration_events(runs[name])[1:]:
             if e.get("mutation_source") == "fallback":
                 assert e["fallback_reason"]
@@ -156,11 +174,58 @@ def test_judge_reads_real_records_and_answers_the_same_twice(tmp_path: Path) -> 
     samples = [Sample(0, json.dumps(real.references[0])), Sample(1, "Sorry, I cannot do that.")]
     questions = list(real.rubric[:2])
 
+    agents: list[Agent] = []
+
     def verdicts(cache: CallCache | None) -> list:
         ctx = BenchContext(resolve_profile("embedded"), tmp_path, cache)
-        return Judge(Agent(ctx, "judge", 0, 0.2, 6), questions).judge(samples)
+        agents.append(Agent(ctx, "judge", 0, 0.2, 6))
+        return Judge(agents[-1], questions).judge(samples)
 
     first, second = verdicts(CallCache(tmp_path / "j.sqlite")), verdicts(None)
+    assert agents[0].usage.judge_calls == agents[0].usage.agent_calls == 2  # one per question, parsed record
     assert first[0].judged and len(first[0].answers) == 2 and len(first[0].replies) == 2
     assert not first[1].judged and first[1].verdicts == [False, False] and first[1].replies == []
     assert [v.replies for v in first] == [v.replies for v in second]
+
+
+def test_candidates_are_kept_only_by_the_paired_test_on_the_incumbents_fresh_batch(runs: dict) -> None:
+    for name in ("aod", "aod-norl", "aod-noop"):
+        events = iteration_events(runs[name])
+        for inc, cand in zip(events, events[1:], strict=False):
+            if cand["role"] != "candidate":
+                continue
+            assert inc["role"] == "incumbent" and inc["round"] == cand["round"]
+            # the statistic is the difference of the two batch rewards the assessments computed
+            assert cand["paired_difference"] == pytest.approx(cand["reward"] - inc["reward"], abs=1e-9)
+            assert cand["parent_reward"] == inc["reward"]
+            assert cand["p_value"] >= 1 / 16 and cand["swap_patterns"] == 16
+            assert cand["accepted"] == (cand["p_value"] <= 0.1 and cand["paired_difference"] > 0)
+    rounds = [e["round"] for e in iteration_events(runs["aod"])]
+    assert rounds == sorted(rounds) and len(set(rounds)) == len(rounds) - 1  # a fresh seed each round
+
+
+def test_aod_norl_never_moves_its_policy_and_noop_changes_no_prompt(runs: dict) -> None:
+    for e in iteration_events(runs["aod-norl"]):
+        if e["role"] == "candidate":
+            assert e["policy"]["frozen"] and len(set(e["policy"]["probs"].values())) == 1
+    noop = iteration_events(runs["aod-noop"])
+    assert {e["prompt"] for e in noop} == {noop[0]["prompt"]}
+    assert all(e["edit_source"] == "noop-resample" for e in noop if e["role"] == "candidate")
+
+
+def test_usage_reports_judge_and_optimizer_calls_per_cell(runs: dict) -> None:
+    for name in ("aod", "aod-norl"):
+        usage = runs[name].usage
+        calls = next(e for e in runs[name].trace if e["event"] == "aod_usage")
+        assert usage.judge_calls >= calls["judge_calls"]  # the final judging adds more
+        assert usage.agent_calls == usage.judge_calls + calls["optimizer_calls"]
+        assert calls["optimizer_calls"] > 0
+    assert runs["evoprompt-de"].usage.judge_calls == 0 and runs["evoprompt-de"].usage.agent_calls > 0
+
+
+def test_evoprompt_de_steps_replace_their_target_only_when_fitter(runs: dict) -> None:
+    steps = [e for e in iteration_events(runs["evoprompt-de"]) if e.get("operator") == "de"]
+    assert steps
+    for e in steps:
+        assert e["target"] not in e["donors"] or len(set(e["donors"])) == 1
+        assert e["replaced_target"] == (e["reward"] > e["target_fitness"])

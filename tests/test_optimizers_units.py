@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 import pytest
 
@@ -109,7 +110,7 @@ def test_apply_edit_is_pure_and_replaces_a_fields_hint(booking: TaskSpec) -> Non
     assert q.hints == [("cabin", "first")] and p.hints == [("cabin", "economy")]
     r = apply_edit(q, PromptEdit("remove_hint", index=0))
     assert r.hints == [] and q.hints == [("cabin", "first")]
-    assert applicable_kinds(r, EditBounds()) == ["add_note", "set_hint", "rewrite_instruction"]
+    assert applicable_kinds(r, EditBounds()) == ["add_note", "set_hint", "vary_hint", "rewrite_instruction"]
     assert "remove_hint" in applicable_kinds(q, EditBounds())
 
 
@@ -286,8 +287,8 @@ def test_verbal_agent_reads_sentences_and_scalar_agent_reads_only_the_number(boo
     scalar = AoDOptimizer(AoDConfig(feedback="scalar")).request(
         "set_hint", booking, best, [], -1, booking.instruction
     )
-    assert all(s in verbal for s in sentences) and "0.432" not in verbal and "NOTE:" in verbal
-    assert "0.432" in scalar and not any(s in scalar for s in sentences) and "HINT:" in scalar
+    assert all(s in verbal for s in sentences) and "0.432" not in verbal and '{"note":' in verbal
+    assert "0.432" in scalar and not any(s in scalar for s in sentences) and '{"field":' in scalar
     assert "Keep values short and real." in verbal  # the current prompt is shown
 
 
@@ -302,3 +303,239 @@ def test_ar_generator_puts_notes_and_hints_into_the_ar_prompt(booking: TaskSpec)
     text = requests[0].messages[-1][1]
     assert text.startswith("Write a booking.\nUse new cities.\nUse these values: cabin = first")
     assert '"departure_city"' in text  # the schema and a few-shot reference are still ar's own
+    from systems.optimizers.base import SteerPrompt
+
+    pooled = SteerPrompt(instruction="Write a booking.", hint_pools=[("cabin", ["first", "business"])])
+    assert ar_spec(booking, pooled).instruction.endswith(
+        "For cabin, use one of: first, business, a different one each time."
+    )
+
+
+# ------------------------------------------------------------------------- distributional hints
+def test_llada_hint_pools_draw_one_value_per_sample_seeded(booking: TaskSpec) -> None:
+    from systems.llada import LLaDASystem
+
+    params = {
+        "k_shots": 0,
+        "hints": {"cabin": "first", "airline": "KLM"},
+        "hint_pools": {"cabin": ["economy", "business"]},
+    }
+    system = LLaDASystem(params)
+    parts = [system.prompt_parts(booking, 3, i) for i in range(40)]
+    drawn = [dict(p.hints)["cabin"] for p in parts]
+    assert set(drawn) == {"economy", "business"}  # varies across samples, never the fixed "first"
+    assert all(dict(p.hints)["airline"] == "KLM" for p in parts)  # fixed hints stay
+    assert drawn == [dict(LLaDASystem(params).prompt_parts(booking, 3, i).hints)["cabin"] for i in range(40)]
+    assert drawn != [dict(system.prompt_parts(booking, 4, i).hints)["cabin"] for i in range(40)]
+    # the old contract is unchanged: no pools, the same prompts as before
+    plain = LLaDASystem({"k_shots": 0, "hints": {"cabin": "first"}})
+    assert plain.prompt_parts(booking, 0, 0).hints == [("cabin", "first")]
+
+
+def test_a_pooled_prompt_through_the_optimizer_generator_is_llada_with_hint_pools(booking: TaskSpec) -> None:
+    from systems.llada import LLaDASystem
+    from systems.optimizers.base import DiffusionPromptGenerator
+
+    params = {"k_shots": 1, "hint_pools": {"cabin": ["economy", "business", "first"]}}
+    gen = DiffusionPromptGenerator(params)
+    prompt = gen.initial_prompt(booking)
+    assert prompt.hint_pools == [("cabin", ["economy", "business", "first"])] and prompt.hints == []
+    captured: list[str] = []
+    gen.system.generate_from_prompts = lambda spec, texts, seed, ctx: captured.extend(texts)  # type: ignore[method-assign]
+    gen.generate(booking, prompt, 6, 11, None)  # type: ignore[arg-type]
+    assert captured == LLaDASystem(params).prompts(booking, 6, 11)
+
+
+def test_vary_hint_edits_are_checked_applied_and_removed(booking: TaskSpec) -> None:
+    from systems.optimizers.base import template_text
+    from systems.optimizers.edits import novel_values, variable_fields, vary_template
+
+    b = EditBounds()
+    p = DiffusionPrompt(instruction=booking.instruction, hints=[("cabin", "first")])
+    assert "vary_hint" in applicable_kinds(p, b) and set(variable_fields(booking)) >= {"cabin", "price"}
+    edit = vary_template(p, booking, random.Random(2), "cabin")
+    assert edit.kind == "vary_hint" and set(edit.values) <= set(hint_fields(booking)["cabin"])
+    assert check_edit(edit, p, booking, b, booking.instruction) is None
+    q = apply_edit(p, edit)
+    assert q.hints == [] and q.hint_pools == [("cabin", list(edit.values))]  # the pool replaces the pin
+    assert "cabin: one of" in template_text(q) and p.hints == [("cabin", "first")]
+    assert check_edit(PromptEdit("vary_hint", field="cabin", values=("economy",)), p, booking, b, "x")
+    assert check_edit(
+        PromptEdit("vary_hint", field="cabin", values=("economy", "rocket")), p, booking, b, "x"
+    )
+    assert apply_edit(q, PromptEdit("remove_hint", index=0)).hint_pools == []
+    # free fields: new values of the references' own digit shape, none of them a reference value
+    prices, novel = novel_values(booking, "price", random.Random(0))
+    seen = {str(r["price"]) for r in booking.references}
+    assert novel and len(prices) == 6 and not set(prices) & seen
+    assert all(re.fullmatch(r"\d+\.\d+", v) for v in prices)
+
+
+def test_novel_values_follow_the_shape_and_range_of_each_digit_run(booking: TaskSpec) -> None:
+    from dataclasses import replace
+
+    from systems.optimizers.edits import novel_values
+
+    times = ["08:05", "09:45", "13:10", "21:55", "07:30"]
+    refs = tuple({**booking.references[0], "date": t} for t in times)
+    spec = replace(booking, references=refs)
+    values, novel = novel_values(spec, "date", random.Random(1), k=8)
+    assert novel and len(values) == 8 and not set(values) & set(times)
+    for v in values:
+        hh, mm = v.split(":")
+        assert len(hh) == 2 and 7 <= int(hh) <= 21 and 5 <= int(mm) <= 55
+    names, novel = novel_values(spec, "airline", random.Random(1))
+    assert not novel and names == [booking.references[0]["airline"]]  # no shape: the references' own
+
+
+# ------------------------------------------------------------------------------ constrained replies
+@pytest.mark.parametrize(
+    ("kind", "reply", "expected"),
+    [
+        (
+            "add_note",
+            '{"note": "Use a different arrival city."}',
+            PromptEdit("add_note", text="Use a different arrival city."),
+        ),
+        (
+            "set_hint",
+            '{"field": "cabin", "value": "business"}',
+            PromptEdit("set_hint", field="cabin", value="business"),
+        ),
+        (
+            "rewrite_instruction",
+            '{"instruction": "Write one new booking as JSON."}',
+            PromptEdit("rewrite_instruction", text="Write one new booking as JSON."),
+        ),
+    ],
+)
+def test_json_replies_become_edits(booking: TaskSpec, kind: str, reply: str, expected: PromptEdit) -> None:
+    from systems.optimizers.edits import parse_structured
+
+    p = DiffusionPrompt(instruction=booking.instruction)
+    assert parse_structured(kind, reply, booking, p, -1, random.Random(0), EditBounds()) == expected
+
+
+def test_reply_schemas_compile_to_finite_grammars_and_accept_good_replies(booking: TaskSpec) -> None:
+    import json
+
+    from metrics.structure import validator_for
+    from systems.backends.grammar import build_grammar, max_bytes
+    from systems.optimizers.edits import parse_structured, reply_schema
+
+    p = DiffusionPrompt(instruction=booking.instruction)
+    good = {
+        "add_note": {"note": "Use a different arrival city."},
+        "set_hint": {"field": "cabin", "value": "business"},
+        "vary_hint": {"field": "price"},
+        "rewrite_instruction": {"instruction": "Write one new flight booking as a JSON object."},
+    }
+    for kind, reply in good.items():
+        schema = reply_schema(kind, booking, p, EditBounds(), booking.instruction)
+        assert schema is not None and math.isfinite(max_bytes(build_grammar(schema)))
+        assert not list(validator_for(schema).iter_errors(reply)), kind
+        edit = parse_structured(kind, json.dumps(reply), booking, p, -1, random.Random(0), EditBounds())
+        assert edit is not None and check_edit(edit, p, booking, EditBounds(), booking.instruction) is None
+    bad_note = {"note": "ok"}
+    assert list(validator_for(reply_schema("add_note", booking, p, EditBounds(), "x")).iter_errors(bad_note))
+    assert reply_schema("remove_hint", booking, p, EditBounds(), "x") is None
+
+
+def test_frozen_policy_is_uniform_and_uses_the_same_draws() -> None:
+    pol = EditPolicy(("a", "b", "c", "d"))
+    assert pol.uniform(["a", "c"]) == {"a": 0.5, "c": 0.5}
+    rng = random.Random(3)
+    counts = {k: 0 for k in "abcd"}
+    for _ in range(4000):
+        counts[pol.sample_uniform(rng)[0]] += 1
+    assert all(abs(c / 4000 - 0.25) < 0.04 for c in counts.values())
+    assert pol.sample_uniform(random.Random(9))[1] == 0.25
+
+
+# ----------------------------------------------------------------------- EvoPrompt DE (Guo et al.)
+def test_de_request_has_the_papers_four_steps_with_each_prompt_in_its_slot() -> None:
+    from systems.optimizers.evoprompt import de_request
+
+    text = de_request("DONOR ONE.", "DONOR TWO.", "BEST ONE.", "BASE ONE.")
+    steps = [text.index(f"{k}. ") for k in (1, 2, 3, 4)]
+    assert steps == sorted(steps)
+    assert "different parts between Prompt 1 and Prompt 2" in text and "mutate the different parts" in text
+    assert text.index("Prompt 1: DONOR ONE.") < steps[1] and text.index("Prompt 2: DONOR TWO.") < steps[1]
+    assert steps[2] < text.index("Prompt 3: BEST ONE.") < steps[3]  # step 3 combines with the best
+    assert text.index("Basic Prompt: BASE ONE.") > steps[3]  # step 4 crosses over with the base
+    assert "<prompt>" in text
+
+
+def test_de_donors_selection_and_sentence_fallback() -> None:
+    from systems.optimizers.evoprompt import de_donors, de_select, template_de
+
+    rng = random.Random(0)
+    for _ in range(200):
+        i = rng.randrange(5)
+        a, b = de_donors(5, i, rng)
+        assert a != b and i not in (a, b)
+    pop = [Unit("a", fitness=0.5), Unit("b", fitness=0.2)]
+    assert not de_select(pop, 0, Unit("c", fitness=0.5)) and pop[0].instruction == "a"  # not fitter: kept
+    assert de_select(pop, 1, Unit("d", fitness=0.3)) and pop[1].instruction == "d"
+    out = template_de(
+        "Same start. Only in one.",
+        "Same start. Only in two.",
+        "Best first. Best second.",
+        "Base first. Base second.",
+        random.Random(1),
+    )
+    pieces = {
+        "Same start.",
+        "Only in one.",
+        "Only in two.",
+        "Best first.",
+        "Best second.",
+        "Base first.",
+        "Base second.",
+    }
+    assert out and all(s in pieces for s in re.split(r"(?<=[.])\s+", out))
+    assert "Same start." not in out  # a part the donors share is not a difference
+
+
+# ----------------------------------------------------------------- PromptBreeder (Fernando et al.)
+def test_promptbreeder_operator_prompts_follow_the_paper() -> None:
+    from systems.optimizers import promptbreeder as pb
+
+    assert set(pb.OPERATORS) == {
+        "zero_order",
+        "first_order",
+        "eda",
+        "eda_rank_index",
+        "lineage",
+        "zero_order_hyper",
+        "first_order_hyper",
+        "lamarckian",
+    }
+    assert "A list of 100 hints:" in pb.zero_order_request("Write trains.")
+    assert pb.first_order_request("M.", "T.") == "M.\nINSTRUCTION: T.\nINSTRUCTION MUTANT:"
+    assert pb.first_order_hyper_request("Make it short.").startswith(
+        "Please summarize and improve the following instruction:"
+    )
+    zh = pb.zero_order_hyper_request("Write trains.", "Let's think step by step.")
+    assert zh.startswith("Write trains. Let's think step by step.")
+    rank = pb.rank_index_request("Improve it.", ["worst", "middle", "best"])
+    assert "descending order of score" in rank and rank.index("1. worst") < rank.index("3. best")
+    assert rank.rstrip().endswith("4.")
+    lin = pb.lineage_request(["old elite", "new elite"])
+    assert lin.startswith("GENOTYPES FOUND IN ASCENDING ORDER OF QUALITY") and lin.index("old") < lin.index(
+        "new"
+    )
+    assert "workings out" in pb.lamarckian_request({"a": 1}) and pb.lamarckian_request({"a": 1}).endswith(
+        "The instruction was:"
+    )
+    eda = pb.eda_request(["x", "y"])
+    assert "1. x" in eda and "2. y" in eda and "fitness" not in eda.lower()
+
+
+def test_eda_filter_drops_near_duplicates_above_095() -> None:
+    from systems.optimizers.promptbreeder import filter_similar, lexical_vectors
+
+    texts = ["write one train record", "write one train record", "Write one train record.", "list a hotel"]
+    assert filter_similar(texts, lexical_vectors(texts)) == [0, 3]
+    vecs = [[1.0, 0.0], [0.96, 0.28], [0.9, 0.4359]]  # cosines to the first: 0.96, 0.90
+    assert filter_similar(["a", "b", "c"], vecs) == [0, 2]

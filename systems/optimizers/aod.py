@@ -1,26 +1,36 @@
 """Agents of Diffusion: a prompt-optimizer agent and a judge cluster steering a frozen generator.
 
-One iteration (the paper's outer loop, on the best prompt so far):
-1. the policy samples an edit kind (systems.optimizers.policy),
-2. the optimizer agent (LLM) reads the prompt, the judge cluster's critique of its last batch and a
-   short history, and writes an edit of that kind; the edit operator parses and bounds it, and falls
-   back to a template edit (recorded in the trace) when the reply is junk,
-3. the generator samples a batch with the edited prompt (common random numbers across iterations),
-4. the judge cluster assesses the batch: the LLM judge answers the rubric and schema questions, the
-   natural-language evaluator turns metrics into sentences, the scorer makes the reward and subrewards,
-5. the policy takes a clipped REINFORCE step on the edit's improvement; the better prompt is kept.
+One round (the paper's outer loop, on the incumbent prompt):
+1. the incumbent is re-evaluated on a *fresh* batch (a new evaluation seed every round), and the judge
+   cluster assesses it: the LLM judge answers the rubric and schema questions, the natural-language
+   evaluator turns metrics into sentences, the scorer makes the reward and subrewards;
+2. the policy samples an edit kind (systems.optimizers.policy; frozen uniform in `aod-norl`);
+3. the optimizer agent (LLM) reads the prompt, that critique and a short history, and writes an edit
+   of that kind, as JSON decoded under a grammar (systems.optimizers.edits.reply_schema); the edit
+   operator bounds it and falls back to a template edit (recorded in the trace) when it is unusable;
+4. the candidate prompt is evaluated on the same fresh seed and sample indices, and assessed;
+5. the candidate replaces the incumbent only if a paired swap test says it is better beyond chance
+   (systems.optimizers.acceptance: a do-nothing edit is kept with probability <= alpha);
+6. the policy takes a clipped REINFORCE step on the paired reward difference.
+
+A round costs two batches. A budget with an odd number of evaluations spends the last one on a final
+fresh check of the incumbent, so every optimizer spends exactly the same generator budget.
 
 Feedback modes: `verbal` (the paper's AoD: the agent sees only sentences), `scalar` (ablation: the agent
-sees only the reward number). `static` (ablation, no RL) returns the agent's first proposal unevaluated.
+sees only the reward number). `static` (ablation, no search) returns the agent's first proposal
+unevaluated. `edit_mode` `noop-note` / `noop-resample` replace the agent by do-nothing edits, to measure
+how often the acceptance rule keeps an edit that changes nothing (docs/systems-aod.md).
 """
 
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass, field
 from typing import Literal
 
 from bench.types import JSON, RunContext, Sample, TaskSpec, Usage
+from systems.optimizers.acceptance import AcceptanceRule, SwapTest, paired_swap_test
 from systems.optimizers.base import (
     Agent,
     Budget,
@@ -28,7 +38,9 @@ from systems.optimizers.base import (
     OptimizationResult,
     PromptGenerator,
     derived_rng,
+    derived_seed,
     evaluation_view,
+    prompt_pools,
     role_temperature,
     template_text,
 )
@@ -40,10 +52,14 @@ from systems.optimizers.edits import (
     apply_edit,
     edit_from_reply,
     hint_fields,
+    reply_format,
+    reply_schema,
     template_edit,
+    variable_fields,
 )
 from systems.optimizers.evaluator import Evaluation, NaturalLanguageEvaluator
 from systems.optimizers.judge import Judge, Verdict, judge_sentences, schema_questions, summarize
+from systems.optimizers.paired import PairedReward
 from systems.optimizers.policy import EditPolicy
 from systems.optimizers.reward import reward, subrewards
 from systems.skeleton_prompt import DiffusionPrompt
@@ -51,6 +67,28 @@ from systems.skeleton_prompt import DiffusionPrompt
 OPTIMIZER_SYSTEM = (
     "You improve prompts for a data generator. Reply with exactly one line in the requested form."
 )
+
+#: Notes that ask for nothing: the `noop-note` edits (their effect on quality should be nil).
+NULL_NOTES = (
+    "This line is only a separator.",
+    "Nothing else to add here.",
+    "The notes end with this line.",
+    "This sentence is just filler text.",
+    "No further remarks for now.",
+    "This is one more line of text.",
+)
+
+
+#: Backends that decode under a JSON-schema grammar (hf has none: its replies go unconstrained).
+GRAMMAR_BACKENDS = ("llama_cpp", "openai")
+
+
+def supports_grammar(ctx: RunContext, role: str) -> bool:
+    """Whether the role's backend takes `json_schema` requests (else the line parser reads replies)."""
+    try:
+        return ctx.model_spec(role).get("backend") in GRAMMAR_BACKENDS  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - a context without model specs: ask unconstrained
+        return False
 
 
 @dataclass(frozen=True)
@@ -71,6 +109,12 @@ class AoDConfig:
     policy_lr: float = 0.5
     policy_clip: float = 0.2
     policy_epochs: int = 4
+    policy_frozen: bool = False  # aod-norl: uniform over the applicable kinds, never updated
+    constrained: bool = True  # the optimizer's reply is decoded under reply_schema's grammar
+    acceptance: Literal["swap", "greater"] = "swap"
+    alpha: float = 0.1
+    min_gain: float = 0.0
+    edit_mode: Literal["agent", "noop-note", "noop-resample"] = "agent"
     bounds: EditBounds = field(default_factory=EditBounds)
 
 
@@ -85,6 +129,7 @@ class Assessment:
     reward: float
     sentences: list[str]
     questions: list[str]
+    samples: list[Sample] = field(default_factory=list)
 
 
 class AoDOptimizer:
@@ -115,7 +160,9 @@ class AoDOptimizer:
         yes = sum(v.yes_share for v in judged) / len(judged) if judged else None
         parts = subrewards(evaluation.values, yes)
         sentences = evaluation.sentences + judge_sentences(judge.questions, verdicts)
-        return Assessment(prompt, evaluation, verdicts, parts, reward(parts), sentences, judge.questions)
+        return Assessment(
+            prompt, evaluation, verdicts, parts, reward(parts), sentences, judge.questions, samples
+        )
 
     # ------------------------------------------------------------------ the optimizer agent
     def request(
@@ -136,22 +183,31 @@ class AoDOptimizer:
         if history:
             lines += ["", "Earlier edits:"] + [f"- {h}" for h in history[-3:]]
         lines.append("")
+        structured = self.config.constrained
         if kind == "add_note":
             lines.append("Write ONE short new line for the prompt that fixes the biggest problem.")
-            lines.append("Answer in the form: NOTE: <line>")
+            lines.append(reply_format(kind) if structured else "Answer in the form: NOTE: <line>")
         elif kind == "replace_note":
             lines.append(f'Rewrite this line of the prompt so it works better: "{best.prompt.notes[index]}"')
-            lines.append("Answer in the form: NOTE: <line>")
+            lines.append(reply_format(kind) if structured else "Answer in the form: NOTE: <line>")
         elif kind == "set_hint":
             fields = ", ".join(sorted(hint_fields(spec))[:16])
             lines.append(f"Choose ONE field and a value every record should use. Fields: {fields}.")
-            lines.append("Answer in the form: HINT: <field> = <value>")
+            lines.append(reply_format(kind) if structured else "Answer in the form: HINT: <field> = <value>")
+        elif kind == "vary_hint":
+            pooled = prompt_pools(best.prompt)
+            fields = ", ".join(sorted(f for f in variable_fields(spec) if f not in pooled)[:16])
+            lines.append(
+                "Choose ONE field whose value should differ from record to record, using new values "
+                f"that are not in the examples. Fields: {fields}."
+            )
+            lines.append(reply_format(kind) if structured else "Answer in the form: FIELD: <field>")
         else:
             limit = int(self.config.bounds.max_ratio * max(len(original), 40))
             lines.append(
                 f"Rewrite the instruction (the first line) so the model does better, in under {limit} characters."
             )
-            lines.append("Answer in the form: INSTRUCTION: <text>")
+            lines.append(reply_format(kind) if structured else "Answer in the form: INSTRUCTION: <text>")
         return "\n".join(lines)
 
     def propose(
@@ -161,25 +217,51 @@ class AoDOptimizer:
         best: Assessment,
         history: list[str],
         agent: Agent,
-        rng,  # noqa: ANN001 - random.Random
+        rng: random.Random,
         original: str,
     ) -> tuple[PromptEdit | None, JSON]:
-        """An edit of `kind` and how it was obtained (agent / fallback / rule), for the trace."""
+        """An edit of `kind` and how it was obtained (agent / fallback / rule / noop), for the trace."""
         prompt = best.prompt
         bounds = self.config.bounds
         info: JSON = {"edit_kind": kind}
+        mode = self.config.edit_mode
+        if mode != "agent":
+            return self.null_edit(prompt, rng), {"edit_kind": kind, "edit_source": mode}
         misses = [q for q, share in summarize(self.questions(spec), best.verdicts).items() if share < 1.0]
         schema_problem = next((s for s in best.sentences if s.startswith("Most common schema problem")), None)
         if kind == "remove_hint":
             info["edit_source"] = "rule"
             return template_edit(kind, prompt, spec, rng, misses, schema_problem), info
         index = rng.randrange(len(prompt.notes)) if kind == "replace_note" and prompt.notes else -1
-        reply = agent.ask(self.request(kind, spec, best, history, index, original), system=OPTIMIZER_SYSTEM)
+        constrained = self.config.constrained and supports_grammar(agent.ctx, agent.role)
+        schema = reply_schema(kind, spec, prompt, bounds, original) if constrained else None
+        max_tokens = self.config.optimizer_max_tokens
+        if schema is not None:
+            from systems.backends.grammar import build_grammar, max_bytes
+
+            max_tokens = max(max_tokens, min(int(max_bytes(build_grammar(schema))) + 2, 160))
+        reply = agent.ask(
+            self.request(kind, spec, best, history, index, original),
+            system=OPTIMIZER_SYSTEM,
+            max_tokens=max_tokens,
+            json_schema=schema,
+        )
         edit, more = edit_from_reply(
             kind, reply, spec, prompt, index, rng, misses, schema_problem, bounds, original
         )
         info.update(more)
+        info["constrained"] = schema is not None
         return edit, info
+
+    def null_edit(self, prompt: DiffusionPrompt, rng: random.Random) -> PromptEdit | None:
+        """A do-nothing edit: a content-free note (`noop-note`) or none at all (`noop-resample`)."""
+        if self.config.edit_mode == "noop-resample":
+            return None
+        pool = [n for n in NULL_NOTES if n not in prompt.notes]
+        text = rng.choice(pool)
+        if len(prompt.notes) >= self.config.bounds.max_notes:
+            return PromptEdit("replace_note", text=text, index=rng.randrange(len(prompt.notes)))
+        return PromptEdit("add_note", text=text)
 
     # ------------------------------------------------------------------ the loop
     def optimize(
@@ -201,6 +283,8 @@ class AoDOptimizer:
         judge = Judge.for_task(judge_agent, self.questions(spec), spec)
         evaluator = NaturalLanguageEvaluator(cfg.with_similarity, cfg.with_perplexity)
         policy = EditPolicy(EDIT_KINDS, lr=cfg.policy_lr, clip=cfg.policy_clip, epochs=cfg.policy_epochs)
+        rule = AcceptanceRule(cfg.acceptance, cfg.alpha, cfg.min_gain)
+        paired = PairedReward(view, ctx, cfg.with_similarity)
         rng = derived_rng(seed, "aod-policy")
         trace: list[JSON] = [
             {
@@ -209,19 +293,29 @@ class AoDOptimizer:
                 "batch_size": budget.batch_size,
                 "feedback": cfg.feedback,
                 "static": cfg.static,
+                "policy_frozen": cfg.policy_frozen,
+                "edit_mode": cfg.edit_mode,
+                "acceptance": {"test": cfg.acceptance, "alpha": cfg.alpha, "min_gain": cfg.min_gain},
                 "questions": judge.questions,
                 "validation_records": len(view.holdout),
             }
         ]
-        prompt = generator.initial_prompt(spec)
-        original = prompt.instruction
-        best = self.assess(prompt, meter.evaluate(prompt), view, judge, evaluator, ctx, None)
-        trace.append(self._event(0, best, best, meter, {"edit_source": "initial"}, None, True))
+        incumbent = generator.initial_prompt(spec)
+        original = incumbent.instruction
         history: list[str] = []
+        n_eval = 0
+
+        def evaluate(prompt: DiffusionPrompt, eval_seed: int, previous: Assessment | None) -> Assessment:
+            return self.assess(
+                prompt, meter.evaluate(prompt, eval_seed), view, judge, evaluator, ctx, previous
+            )
+
         if cfg.static:
-            kind, _ = policy.sample(rng, applicable_kinds(best.prompt, cfg.bounds))
-            edit, info = self.propose(kind, spec, best, history, agent, rng, original)
-            final = apply_edit(best.prompt, edit) if edit else best.prompt
+            first = evaluate(incumbent, meter.round_seed(0), None)
+            trace.append(self._event(0, 0, "incumbent", first, meter, {"edit_source": "initial"}))
+            kind, _ = policy.sample(rng, applicable_kinds(first.prompt, cfg.bounds))
+            edit, info = self.propose(kind, spec, first, history, agent, rng, original)
+            final = apply_edit(first.prompt, edit) if edit else first.prompt
             trace.append(
                 {
                     "event": "aod_static_proposal",
@@ -230,40 +324,102 @@ class AoDOptimizer:
                     **info,
                 }
             )
-            return self._result(final, trace, meter, agent, judge_agent, best.reward)
-        for iteration in range(1, meter.remaining_evaluations + 1):
-            allowed = applicable_kinds(best.prompt, cfg.bounds)
-            kind, p_old = policy.sample(rng, allowed)
-            edit, info = self.propose(kind, spec, best, history, agent, rng, original)
-            child = apply_edit(best.prompt, edit) if edit else best.prompt
-            assessed = self.assess(child, meter.evaluate(child), view, judge, evaluator, ctx, best)
-            update = policy.update(kind, assessed.reward - best.reward, p_old, allowed)
-            accepted = assessed.reward > best.reward
+            return self._result(final, trace, meter, agent, judge_agent, first.reward)
+        best_reward = float("nan")
+        round_index = 0
+        while meter.remaining_evaluations >= 2:
+            round_index += 1
+            round_seed = meter.round_seed(round_index)
+            current = evaluate(incumbent, round_seed, None)
+            trace.append(
+                self._event(
+                    n_eval,
+                    round_index,
+                    "incumbent",
+                    current,
+                    meter,
+                    {"edit_source": "initial" if round_index == 1 else "incumbent"},
+                )
+            )
+            n_eval += 1
+            allowed = applicable_kinds(current.prompt, cfg.bounds)
+            if cfg.policy_frozen:
+                kind, p_old = policy.sample_uniform(rng, allowed)
+            else:
+                kind, p_old = policy.sample(rng, allowed)
+            edit, info = self.propose(kind, spec, current, history, agent, rng, original)
+            child = apply_edit(current.prompt, edit) if edit else current.prompt
+            # noop-resample: the same prompt on independent noise, the exact null of the test
+            child_seed = (
+                derived_seed(round_seed, "resample") if cfg.edit_mode == "noop-resample" else round_seed
+            )
+            assessed = evaluate(child, child_seed, current)
+            test = self.paired_test(paired, assessed, current, round_seed)
+            accepted = rule.decide(test, test.observed)
+            if cfg.policy_frozen:
+                update: JSON = {"kind": kind, "frozen": True, "probs": policy.uniform(allowed)}
+            else:
+                update = policy.update(kind, test.observed, p_old, allowed)
             history.append(
                 f"{edit.describe() if edit else 'no edit'}: {'kept' if accepted else 'discarded'}"
                 + (f" (score {assessed.reward:.3f})" if cfg.feedback == "scalar" else "")
             )
-            trace.append(self._event(iteration, assessed, best, meter, info, edit, accepted, update))
+            info.update(
+                {
+                    "paired_difference": test.observed,
+                    "p_value": test.p_value,
+                    "swap_patterns": test.patterns,
+                    "greater": test.observed > 0,
+                }
+            )
+            trace.append(
+                self._event(
+                    n_eval, round_index, "candidate", assessed, meter, info, edit, accepted, update, current
+                )
+            )
+            n_eval += 1
+            best_reward = current.reward
             if accepted:
-                best = assessed
-        return self._result(best.prompt, trace, meter, agent, judge_agent, best.reward)
+                incumbent = child
+                best_reward = assessed.reward
+        if meter.remaining_evaluations == 1:  # an odd evaluation left: a last fresh look at the incumbent
+            check = evaluate(incumbent, meter.round_seed(round_index + 1), None)
+            trace.append(
+                self._event(
+                    n_eval, round_index + 1, "final_check", check, meter, {"edit_source": "incumbent"}
+                )
+            )
+            best_reward = check.reward
+        return self._result(incumbent, trace, meter, agent, judge_agent, best_reward)
+
+    @staticmethod
+    def paired_test(
+        paired: PairedReward, candidate: Assessment, incumbent: Assessment, seed: int
+    ) -> SwapTest:
+        a = paired.members(candidate.samples, candidate.verdicts)
+        b = paired.members(incumbent.samples, incumbent.verdicts)
+        return paired_swap_test(a, b, paired.difference, seed=seed)
 
     @staticmethod
     def _event(
         iteration: int,
+        round_index: int,
+        role: str,
         a: Assessment,
-        parent: Assessment,
         meter: MeteredGenerator,
         info: JSON,
-        edit: PromptEdit | None,
-        accepted: bool,
+        edit: PromptEdit | None = None,
+        accepted: bool | None = None,
         update: JSON | None = None,
+        parent: Assessment | None = None,
     ) -> JSON:
         return {
             "event": "aod_iteration",
             "iteration": iteration,
+            "round": round_index,
+            "role": role,
             "reward": a.reward,
-            "parent_reward": parent.reward,
+            "parent_reward": parent.reward if parent else None,
             "accepted": accepted,
             "subrewards": a.subrewards,
             "metrics": {k: (None if math.isnan(v) else v) for k, v in a.evaluation.values.items()},
@@ -287,4 +443,12 @@ class AoDOptimizer:
         best: float,
     ) -> OptimizationResult:
         usage = Usage().add(meter.usage).add(agent.usage).add(judge.usage)
+        trace.append(
+            {
+                "event": "aod_usage",
+                "optimizer_calls": agent.usage.agent_calls,
+                "judge_calls": judge.usage.agent_calls,
+                "generator_calls": meter.spent,
+            }
+        )
         return OptimizationResult(prompt, trace, usage, best)

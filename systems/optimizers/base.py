@@ -88,16 +88,41 @@ class PromptGenerator(Protocol):
     ) -> GenerationResult: ...
 
 
+@dataclass
+class SteerPrompt(DiffusionPrompt):
+    """An editable prompt plus distributional hints: `hint_pools` lists (field, values) pairs, and each
+    sample gets one value per pooled field (llada's `hint_pools`), so a hint can spread a field's
+    values instead of pinning one value in every record."""
+
+    hint_pools: list[tuple[str, list[str]]] = field(default_factory=list)
+
+
+def prompt_pools(prompt: DiffusionPrompt) -> dict[str, list[str]]:
+    return {f: list(v) for f, v in getattr(prompt, "hint_pools", [])}
+
+
+def pool_line(field_name: str, values: list[str]) -> str:
+    """How a distributional hint reads in traces and agent prompts (the generator draws one value)."""
+    return f"{field_name}: one of {', '.join(values)} (a different one per record)"
+
+
 def template_text(prompt: DiffusionPrompt) -> str:
     """The editable part of a prompt as text (no examples): what traces record and agents read."""
-    return render_prompt(
+    text = render_prompt(
         DiffusionPrompt(prompt.instruction, list(prompt.notes), [], list(prompt.fields), list(prompt.hints))
     )
+    pools = [pool_line(f, v) for f, v in prompt_pools(prompt).items()]
+    return "\n".join([text, *pools]) if pools else text
 
 
-def copy_prompt(prompt: DiffusionPrompt) -> DiffusionPrompt:
-    return DiffusionPrompt(
-        prompt.instruction, list(prompt.notes), list(prompt.examples), list(prompt.fields), list(prompt.hints)
+def copy_prompt(prompt: DiffusionPrompt) -> SteerPrompt:
+    return SteerPrompt(
+        prompt.instruction,
+        list(prompt.notes),
+        list(prompt.examples),
+        list(prompt.fields),
+        list(prompt.hints),
+        [(f, list(v)) for f, v in prompt_pools(prompt).items()],
     )
 
 
@@ -125,13 +150,19 @@ class MeteredGenerator:
     def remaining_evaluations(self) -> int:
         return (self.budget.generator_calls - self.spent) // self.budget.batch_size
 
-    def evaluate(self, prompt: DiffusionPrompt) -> list[Sample]:
+    def round_seed(self, round_index: int) -> int:
+        """The evaluation seed of round `round_index` (AoD draws fresh samples every round)."""
+        return derived_seed(self.eval_seed, f"round-{round_index}")
+
+    def evaluate(self, prompt: DiffusionPrompt, seed: int | None = None) -> list[Sample]:
+        """One batch with `prompt` on the evaluation seed (or `seed`: a round's fresh seed)."""
         k = self.budget.batch_size
         if self.spent + k > self.budget.generator_calls:
             raise BudgetExceeded(
                 f"optimizer asked for {k} more generator calls with {self.budget.generator_calls - self.spent} left"
             )
-        result = self.generator.generate(self.spec, prompt, k, self.eval_seed, self.ctx)
+        use = self.eval_seed if seed is None else seed
+        result = self.generator.generate(self.spec, prompt, k, use, self.ctx)
         self.spent += k
         add_generator_usage(self.usage, result.usage, k)
         return result.samples
@@ -159,17 +190,24 @@ class DiffusionPromptGenerator:
         self.system = LLaDASystem(params)
 
     def initial_prompt(self, spec: TaskSpec) -> DiffusionPrompt:
-        parts = self.system.prompt_parts(spec, 0, 0)
+        parts = copy_prompt(self.system.prompt_parts(spec, 0, 0))
         parts.examples = []
+        p = self.system.params
+        parts.hints = list(p.hints.items())
+        parts.hint_pools = [(f, list(v)) for f, v in p.hint_pools.items() if v]
         return parts
 
     def generate(
         self, spec: TaskSpec, prompt: DiffusionPrompt, n: int, seed: int, ctx: RunContext
     ) -> GenerationResult:
+        from systems.llada import with_pool_hints
+
+        pools = prompt_pools(prompt)
         texts = []
         for i in range(n):
             parts = copy_prompt(prompt)
             parts.examples = self.system.prompt_parts(spec, seed, i).examples
+            parts.hints = with_pool_hints(list(prompt.hints), pools, seed, i)
             texts.append(render_prompt(parts))
         return self.system.generate_from_prompts(spec, texts, seed, ctx)
 
@@ -205,6 +243,9 @@ def ar_spec(spec: TaskSpec, prompt: DiffusionPrompt) -> TaskSpec:
     lines += [note.strip() for note in prompt.notes if note.strip()]
     if prompt.hints:
         lines.append("Use these values: " + "; ".join(f"{k} = {v}" for k, v in prompt.hints))
+    for f, values in prompt_pools(prompt).items():
+        # ar writes one prompt for all samples, so a pool is stated, not drawn per sample
+        lines.append(f"For {f}, use one of: {', '.join(values)}, a different one each time.")
     return replace(spec, instruction="\n".join(lines))
 
 
@@ -262,11 +303,23 @@ class Agent:
     calls: int = 0
 
     def ask(
-        self, user: str, key: object | None = None, system: str | None = None, max_tokens: int | None = None
+        self,
+        user: str,
+        key: object | None = None,
+        system: str | None = None,
+        max_tokens: int | None = None,
+        json_schema: JSON | None = None,
     ) -> str:
+        """The agent's reply to `user` ("" on a backend error).
+
+        `json_schema` asks for a reply constrained to that schema (a GBNF grammar on llama.cpp); a
+        backend without constrained decoding ignores it, so callers still parse the reply defensively.
+        """
         backend = self.ctx.backend(self.role)
         index = int(stable_hash(key, 8), 16) & 0x7FFFFFFF if key is not None else self.calls
-        params = SamplingParams(temperature=self.temperature, max_tokens=max_tokens or self.max_tokens)
+        params = SamplingParams(
+            temperature=self.temperature, max_tokens=max_tokens or self.max_tokens, json_schema=json_schema
+        )
         request = GenerationRequest.chat(
             user, params, derived_seed(self.seed, self.role), index, system=system
         )
@@ -280,6 +333,8 @@ class Agent:
             cost_usd=completion.cost_usd,
             agent=True,
         )
+        if self.role == "judge":
+            self.usage.judge_calls += 1
         self.usage.seconds += time.perf_counter() - t0
         return "" if completion.error else completion.text
 

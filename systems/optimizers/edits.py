@@ -6,7 +6,10 @@ Edit kinds (the policy's actions):
 - `replace_note`: replace one existing note,
 - `set_hint`: set one `field: value` line (field must be a leaf path of the task; an enum field's value
   must be one of its allowed values; at most `max_hints` hints, values at most `max_hint_chars`),
-- `remove_hint`: drop one hint,
+- `vary_hint`: a distributional hint: one field whose value is drawn per sample from a pool (values
+  not among the references' values of that field, made by `novel_values`; an enum field varies over
+  all its allowed values), at most `max_pools` pools of at most `max_pool` values,
+- `remove_hint`: drop one hint (fixed or distributional),
 - `rewrite_instruction`: replace the instruction by a text of at most `max_ratio` times the original
   instruction's length and at least `min_ratio` times it (or 40 characters, whichever is less).
 
@@ -23,10 +26,10 @@ from dataclasses import asdict, dataclass
 
 from bench.types import JSON, TaskSpec
 from metrics.schema_paths import fields_of
-from systems.optimizers.base import copy_prompt
+from systems.optimizers.base import copy_prompt, prompt_pools
 from systems.skeleton_prompt import DiffusionPrompt, hint_text, leaf_items
 
-EDIT_KINDS = ("add_note", "replace_note", "set_hint", "remove_hint", "rewrite_instruction")
+EDIT_KINDS = ("add_note", "replace_note", "set_hint", "vary_hint", "remove_hint", "rewrite_instruction")
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,8 @@ class EditBounds:
     min_note_words: int = 3
     max_hints: int = 3
     max_hint_chars: int = 40
+    max_pools: int = 2
+    max_pool: int = 8
     min_ratio: float = 0.4
     max_ratio: float = 1.5
 
@@ -47,11 +52,18 @@ class PromptEdit:
     field: str = ""
     value: str = ""
     index: int = -1
+    values: tuple[str, ...] = ()
 
     def to_json(self) -> JSON:
-        return {k: v for k, v in asdict(self).items() if v not in ("", -1)}
+        return {
+            k: (list(v) if isinstance(v, tuple) else v)
+            for k, v in asdict(self).items()
+            if v not in ("", -1, ())
+        }
 
     def describe(self) -> str:
+        if self.kind == "vary_hint":
+            return f"varied {self.field} over {', '.join(self.values)}"
         if self.kind == "set_hint":
             return f"set hint {self.field}: {self.value}"
         if self.kind == "remove_hint":
@@ -99,8 +111,10 @@ def applicable_kinds(prompt: DiffusionPrompt, bounds: EditBounds) -> list[str]:
     kinds = ["add_note", "set_hint", "rewrite_instruction"]
     if prompt.notes:
         kinds.insert(1, "replace_note")
-    if prompt.hints:
+    if prompt.hints or prompt_pools(prompt):
         kinds.append("remove_hint")
+    if len(prompt_pools(prompt)) < bounds.max_pools:
+        kinds.append("vary_hint")
     if len(prompt.notes) >= bounds.max_notes:
         kinds.remove("add_note")
     return [k for k in EDIT_KINDS if k in kinds]
@@ -137,8 +151,24 @@ def check_edit(
             return "hint already present"
         if len(prompt.hints) >= bounds.max_hints and edit.field not in dict(prompt.hints):
             return "too many hints"
+    elif edit.kind == "vary_hint":
+        fields = hint_fields(spec)
+        if edit.field not in fields:
+            return f"unknown field {edit.field!r}"
+        if not 2 <= len(edit.values) <= bounds.max_pool or len(set(edit.values)) != len(edit.values):
+            return f"a pool needs 2 to {bounds.max_pool} distinct values"
+        if any(not v or len(v) > bounds.max_hint_chars for v in edit.values):
+            return f"pool value empty or longer than {bounds.max_hint_chars} characters"
+        allowed = fields[edit.field]
+        if allowed is not None and any(v not in allowed for v in edit.values):
+            return f"pool value not allowed for {edit.field!r}"
+        pools = prompt_pools(prompt)
+        if pools.get(edit.field) == list(edit.values):
+            return "pool already present"
+        if len(pools) >= bounds.max_pools and edit.field not in pools:
+            return "too many pools"
     elif edit.kind == "remove_hint":
-        if not 0 <= edit.index < len(prompt.hints):
+        if not 0 <= edit.index < len(prompt.hints) + len(prompt_pools(prompt)):
             return "no such hint"
     elif edit.kind == "rewrite_instruction":
         n = len(edit.text)
@@ -162,8 +192,17 @@ def apply_edit(prompt: DiffusionPrompt, edit: PromptEdit) -> DiffusionPrompt:
         out.notes[edit.index] = edit.text
     elif edit.kind == "set_hint":
         out.hints = [(k, v) for k, v in out.hints if k != edit.field] + [(edit.field, edit.value)]
-    elif edit.kind == "remove_hint":
-        del out.hints[edit.index]
+        out.hint_pools = [(k, v) for k, v in out.hint_pools if k != edit.field]
+    elif edit.kind == "vary_hint":
+        out.hint_pools = [(k, v) for k, v in out.hint_pools if k != edit.field] + [
+            (edit.field, list(edit.values))
+        ]
+        out.hints = [(k, v) for k, v in out.hints if k != edit.field]
+    elif edit.kind == "remove_hint":  # indices: fixed hints first, then pools
+        if edit.index < len(out.hints):
+            del out.hints[edit.index]
+        else:
+            del out.hint_pools[edit.index - len(out.hints)]
     elif edit.kind == "rewrite_instruction":
         out.instruction = edit.text
     return out
@@ -282,8 +321,11 @@ def template_edit(
             {hint_text(v) for r in spec.references for p, v in leaf_items(r) if p == f and v is not None}
         )
         return PromptEdit("set_hint", field=f, value=(rng.choice(values) if values else "x")[:40])
-    if kind == "remove_hint" and prompt.hints:
-        return PromptEdit("remove_hint", index=rng.randrange(len(prompt.hints)))
+    if kind == "vary_hint":
+        return vary_template(prompt, spec, rng)
+    n_hints = len(prompt.hints) + len(prompt_pools(prompt))
+    if kind == "remove_hint" and n_hints:
+        return PromptEdit("remove_hint", index=rng.randrange(n_hints))
     # rewrite_instruction: the task's own instruction, optionally with one generic sentence
     name = spec.name.split("/")[-1].replace("_", " ")
     options = [
@@ -314,7 +356,13 @@ def edit_from_reply(
     fallback, `fallback_reason`.
     """
     info: JSON = {"agent_reply": reply}
-    edit = parse_edit(kind, reply, spec, prompt, index)
+    edit = parse_structured(kind, reply, spec, prompt, index, rng, bounds)
+    if edit is None:
+        edit = parse_edit(kind, reply, spec, prompt, index)
+    else:
+        info["reply_form"] = "json"
+    if edit is not None and edit.kind == "vary_hint":
+        info["values_source"] = "rule"  # the agent names the field; novel_values draws the pool
     reason = "reply had no usable edit" if edit is None else check_edit(edit, prompt, spec, bounds, original)
     if edit is not None and reason is None:
         info["edit_source"] = "agent"
@@ -328,3 +376,196 @@ def edit_from_reply(
     info["edit_source"] = "none"
     info["fallback_reason"] = f"{reason}; no template edit of kind {kind} fits the bounds"
     return None, info
+
+
+# --------------------------------------------------------------------------- distributional hints
+def variable_fields(spec: TaskSpec) -> dict[str, list[str] | None]:
+    """Fields a pool can vary: enum fields, and free fields with at least two distinct reference values."""
+    out: dict[str, list[str] | None] = {}
+    for f, allowed in hint_fields(spec).items():
+        if "[]" in f:
+            continue
+        if allowed is not None or len(reference_values(spec, f)) >= 2:
+            out[f] = allowed
+    return out
+
+
+def reference_values(spec: TaskSpec, path: str) -> list[str]:
+    """Distinct values (as hint text) of one leaf path across the references, in first-seen order."""
+    seen: dict[str, None] = {}
+    for r in spec.references:
+        for p, v in leaf_items(r):
+            if p == path and v is not None:
+                seen.setdefault(hint_text(v), None)
+    return list(seen)
+
+
+def _shape(value: str) -> str:
+    return re.sub(r"\d+", "#", value)
+
+
+def novel_values(
+    spec: TaskSpec, path: str, rng: random.Random, k: int = 6, max_chars: int = 40
+) -> tuple[list[str], bool]:
+    """Up to `k` values for a pool on `path`, and whether they are all absent from the references.
+
+    - enum field: allowed values absent from the references first, then present ones (seeded order);
+    - free field whose reference values share a digit shape (`19:54`, `49 minutes`, `TR9547`,
+      `12.80 pounds`): new values of the most common shape, each digit run drawn within the range that
+      run takes in the references (zero-padded as there), skipping reference values;
+    - otherwise: the references' own values (no novelty possible without a model; flagged False).
+    The rule is generic (derived from the data, not per family), so every family gets pools.
+    """
+    seen = reference_values(spec, path)
+    allowed = hint_fields(spec).get(path)
+    if allowed is not None:
+        absent = [a for a in allowed if a not in seen]
+        present = [a for a in allowed if a in seen]
+        rng.shuffle(absent)
+        rng.shuffle(present)
+        pool = (absent + present)[:k]
+        return pool, len(absent) >= len(pool)
+    shapes: dict[str, int] = {}
+    for v in seen:
+        shapes[_shape(v)] = shapes.get(_shape(v), 0) + 1
+    shape = max(shapes, key=lambda sh: (shapes[sh], sh)) if shapes else ""
+    if "#" in shape:
+        runs = [[int(x) for x in re.findall(r"\d+", v)] for v in seen if _shape(v) == shape]
+        widths = [re.findall(r"\d+", v) for v in seen if _shape(v) == shape]
+        n = shape.count("#")
+        lo = [min(r[j] for r in runs) for j in range(n)]
+        hi = [max(r[j] for r in runs) for j in range(n)]
+        pad = [
+            max(len(w[j]) for w in widths) if any(w[j].startswith("0") for w in widths) else 0
+            for j in range(n)
+        ]
+        known = set(seen)
+        out: list[str] = []
+        for _ in range(50 * k):
+            digits = [str(rng.randint(lo[j], hi[j])).zfill(pad[j]) for j in range(n)]
+            pieces = shape.split("#")
+            value = pieces[0] + "".join(d + pieces[j + 1] for j, d in enumerate(digits))
+            if value not in known and value not in out and len(value) <= max_chars:
+                out.append(value)
+            if len(out) == k:
+                break
+        if len(out) >= 2:
+            return out, True
+    pool = [v for v in seen if len(v) <= max_chars]
+    rng.shuffle(pool)
+    return pool[:k], False
+
+
+def vary_template(prompt: DiffusionPrompt, spec: TaskSpec, rng: random.Random, path: str = "") -> PromptEdit:
+    """A distributional hint on `path` (or a random variable field not yet pooled)."""
+    fields = variable_fields(spec)
+    if not path:
+        pooled = prompt_pools(prompt)
+        choices = sorted(f for f in fields if f not in pooled) or sorted(fields)
+        path = rng.choice(choices) if choices else ""
+    if not path:
+        return PromptEdit("vary_hint")
+    values, _ = novel_values(spec, path, rng)
+    return PromptEdit("vary_hint", field=path, values=tuple(values))
+
+
+# ------------------------------------------------------------------------ constrained agent replies
+_NOTE_PATTERN = "^[A-Z][a-z]{0,11}( [A-Za-z0-9,'-]{1,14}){3,14}[.]$"
+_FREE_VALUE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9 :.'/-]{0,29}$"
+
+
+def reply_schema(
+    kind: str, spec: TaskSpec, prompt: DiffusionPrompt, bounds: EditBounds, original: str
+) -> JSON | None:
+    """The JSON shape the optimizer's reply must take for an edit of `kind` (None: no LLM needed).
+
+    Decoded under a grammar (llama.cpp), a 135M model can only write an object of this shape: a note is
+    one capitalised sentence of 4 to 15 words; a hint names a known field and, for an enum field, one of
+    its values; a distributional hint names a variable field (the values come from `novel_values`); an
+    instruction is a word sequence. What a grammar cannot check (bounds, duplicates) `check_edit` does.
+    """
+    if kind in ("add_note", "replace_note"):
+        props: JSON = {"note": {"type": "string", "pattern": _NOTE_PATTERN}}
+        return {"type": "object", "properties": props, "required": ["note"], "additionalProperties": False}
+    if kind == "set_hint":
+        options = []
+        for f, allowed in sorted(hint_fields(spec).items())[:24]:
+            if "[]" in f:
+                continue
+            value: JSON = (
+                {"enum": list(allowed)} if allowed else {"type": "string", "pattern": _FREE_VALUE_PATTERN}
+            )
+            options.append(
+                {
+                    "type": "object",
+                    "properties": {"field": {"const": f}, "value": value},
+                    "required": ["field", "value"],
+                    "additionalProperties": False,
+                }
+            )
+        return {"anyOf": options} if options else None
+    if kind == "vary_hint":
+        pooled = prompt_pools(prompt)
+        names = sorted(f for f in variable_fields(spec) if f not in pooled)
+        if not names:
+            return None
+        props = {"field": {"enum": names}}
+        return {"type": "object", "properties": props, "required": ["field"], "additionalProperties": False}
+    if kind == "rewrite_instruction":
+        hi = int(bounds.max_ratio * max(len(original), 40))
+        words = max(4, min(60, hi // 6))
+        pattern = f"^[A-Z][A-Za-z0-9,:()'/-]{{0,14}}( [A-Za-z0-9,:()'/.-]{{1,16}}){{4,{words}}}[.]$"
+        props = {"instruction": {"type": "string", "pattern": pattern}}
+        return {
+            "type": "object",
+            "properties": props,
+            "required": ["instruction"],
+            "additionalProperties": False,
+        }
+    return None
+
+
+def reply_format(kind: str) -> str:
+    """The one-line answer format shown to the agent for `kind` (matches `reply_schema`)."""
+    return {
+        "add_note": 'Answer as JSON: {"note": "<one sentence>"}',
+        "replace_note": 'Answer as JSON: {"note": "<one sentence>"}',
+        "set_hint": 'Answer as JSON: {"field": "<field>", "value": "<value>"}',
+        "vary_hint": 'Answer as JSON: {"field": "<field>"}',
+        "rewrite_instruction": 'Answer as JSON: {"instruction": "<text>"}',
+    }.get(kind, "")
+
+
+def parse_structured(
+    kind: str,
+    reply: str,
+    spec: TaskSpec,
+    prompt: DiffusionPrompt,
+    index: int,
+    rng: random.Random,
+    bounds: EditBounds,
+) -> PromptEdit | None:
+    """An edit from a JSON reply in `reply_schema`'s shape (None when the reply is not such an object)."""
+    import json
+
+    start = reply.find("{")
+    if start < 0:
+        return None
+    try:
+        obj, _ = json.JSONDecoder().raw_decode(reply[start:])
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    if kind in ("add_note", "replace_note") and isinstance(obj.get("note"), str):
+        return PromptEdit(kind, text=clean_line(obj["note"]), index=index)
+    if kind == "rewrite_instruction" and isinstance(obj.get("instruction"), str):
+        return PromptEdit(kind, text=clean_line(obj["instruction"]))
+    if kind == "set_hint" and isinstance(obj.get("field"), str) and isinstance(obj.get("value"), str):
+        return PromptEdit(kind, field=obj["field"], value=obj["value"].strip())
+    if kind == "vary_hint" and isinstance(obj.get("field"), str):
+        if obj["field"] not in variable_fields(spec):
+            return PromptEdit(kind, field=obj["field"])  # check_edit names the problem
+        values, _ = novel_values(spec, obj["field"], rng, k=min(6, bounds.max_pool))
+        return PromptEdit(kind, field=obj["field"], values=tuple(values))
+    return None

@@ -51,6 +51,7 @@ class Unit:
     mutation_prompt: str = ""
     origin: str = "initial"
     values: dict[str, float] = field(default_factory=dict)
+    lineage: list[str] = field(default_factory=list)  # elite ancestors, oldest first (PromptBreeder)
 
 
 def with_instruction(template: DiffusionPrompt, instruction: str) -> DiffusionPrompt:

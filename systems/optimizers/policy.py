@@ -62,6 +62,23 @@ class EditPolicy:
         last = list(p)[-1]
         return last, p[last]
 
+    def uniform(self, allowed: list[str] | None = None) -> dict[str, float]:
+        """The frozen policy of `aod-norl`: uniform over the applicable kinds."""
+        names = [k for k in self.kinds if allowed is None or k in allowed]
+        return {k: 1.0 / len(names) for k in names}
+
+    def sample_uniform(self, rng: random.Random, allowed: list[str] | None = None) -> tuple[str, float]:
+        """A kind drawn uniformly (same RNG use as `sample`, so only the probabilities differ)."""
+        p = self.uniform(allowed)
+        u = rng.random()
+        acc = 0.0
+        for k, pk in p.items():
+            acc += pk
+            if u < acc:
+                return k, pk
+        last = list(p)[-1]
+        return last, p[last]
+
     def update(self, kind: str, reward: float, p_old: float, allowed: list[str] | None = None) -> JSON:
         """One clipped policy-gradient update for the action taken; returns what happened (for the trace)."""
         advantage = reward - self.baseline if self.updates else reward

@@ -1,0 +1,112 @@
+"""AoD's acceptance rule (systems.optimizers.acceptance) on synthetic reward processes where the truth is
+known: under the null (the edit changes nothing) the paired swap test keeps the edit with probability
+at most alpha, for a mean statistic and for a batch statistic that does not decompose over samples;
+under a real effect it keeps it most of the time; the plain "higher reward wins" rule keeps a null edit
+about half the time (why it is not used). Frequencies are checked against binomial bounds (4 sigma).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from systems.optimizers.acceptance import AcceptanceRule, paired_swap_test
+
+
+def mean_difference(a: list[float], b: list[float]) -> float:
+    return sum(a) / len(a) - sum(b) / len(b)
+
+
+def distinct_difference(a: list[int], b: list[int]) -> float:
+    """A batch-level statistic like distinct-n: share of distinct values in the batch."""
+    return len(set(a)) / len(a) - len(set(b)) / len(b)
+
+
+def binomial_upper(p: float, n: int, sigmas: float = 4.0) -> float:
+    return p + sigmas * math.sqrt(p * (1 - p) / n)
+
+
+def rates(trials: int, b: int, draw, statistic, rule: AcceptanceRule, seed: int = 0) -> tuple[float, float]:  # noqa: ANN001
+    """(swap-test acceptance rate, plain 'greater' acceptance rate) over `trials` paired batches."""
+    rng = random.Random(seed)
+    swap = greater = 0
+    for t in range(trials):
+        cand, inc = draw(rng, b)
+        test = paired_swap_test(cand, inc, statistic, seed=t)
+        swap += rule.decide(test, test.observed)
+        greater += test.observed > 0
+    return swap / trials, greater / trials
+
+
+def null_gaussian(rng: random.Random, b: int) -> tuple[list[float], list[float]]:
+    # shared per-index noise (common random numbers) plus independent noise on each side
+    shared = [rng.gauss(0, 1) for _ in range(b)]
+    return [s + rng.gauss(0, 0.3) for s in shared], [s + rng.gauss(0, 0.3) for s in shared]
+
+
+def test_null_edit_is_kept_at_most_alpha_of_the_time_and_exactly_one_in_sixteen_at_b4() -> None:
+    trials = 4000
+    swap, greater = rates(trials, 4, null_gaussian, mean_difference, AcceptanceRule(alpha=0.1))
+    assert swap <= binomial_upper(0.1, trials)
+    # continuous null, 16 swap patterns: accepted only when the observed pattern is the best of 16
+    assert abs(swap - 1 / 16) < 4 * math.sqrt((1 / 16) * (15 / 16) / trials)
+    assert abs(greater - 0.5) < 4 * math.sqrt(0.25 / trials)  # the plain rule: a coin flip
+
+
+def test_null_holds_for_a_batch_statistic_that_does_not_decompose() -> None:
+    def draw(rng: random.Random, b: int) -> tuple[list[int], list[int]]:
+        return [rng.randrange(5) for _ in range(b)], [rng.randrange(5) for _ in range(b)]
+
+    trials = 3000
+    for b in (4, 6):
+        swap, _ = rates(trials, b, draw, distinct_difference, AcceptanceRule(alpha=0.1), seed=b)
+        assert swap <= binomial_upper(0.1, trials)
+
+
+def test_monte_carlo_patterns_keep_the_level_for_large_batches() -> None:
+    trials = 400
+    rule = AcceptanceRule(alpha=0.1)
+    rng = random.Random(5)
+    accepted = 0
+    for t in range(trials):
+        cand, inc = null_gaussian(rng, 16)
+        test = paired_swap_test(cand, inc, mean_difference, exact_limit=12, monte_carlo=255, seed=t)
+        assert not test.exact and test.patterns == 256
+        accepted += rule.decide(test, test.observed)
+    assert accepted / trials <= binomial_upper(0.1, trials)
+
+
+def test_a_real_improvement_is_kept_most_of_the_time() -> None:
+    def better(rng: random.Random, b: int) -> tuple[list[float], list[float]]:
+        shared = [rng.gauss(0, 1) for _ in range(b)]
+        return [s + 1.0 + rng.gauss(0, 0.3) for s in shared], [s + rng.gauss(0, 0.3) for s in shared]
+
+    swap, _ = rates(1000, 4, better, mean_difference, AcceptanceRule(alpha=0.1))
+    # each paired difference is N(1, 0.18): all four positive with probability ~0.9997
+    assert swap > 0.95
+
+
+def test_exact_p_value_by_hand() -> None:
+    cand, inc = [3.0, 1.0], [1.0, 2.0]
+    # patterns: none swapped: (2 + -1)/2 = 0.5; swap 0: -0.5 ... enumerate all four
+    test = paired_swap_test(cand, inc, mean_difference)
+    values = sorted([0.5, (-2 + -1) / 2, (2 + 1) / 2, -0.5])
+    assert test.observed == pytest.approx(0.5)
+    assert test.p_value == pytest.approx(sum(v >= 0.5 for v in values) / 4)
+    assert test.exact and test.patterns == 4
+    ties = paired_swap_test([1.0, 1.0], [1.0, 1.0], mean_difference)
+    assert ties.p_value == 1.0 and not AcceptanceRule().decide(ties, ties.observed)
+
+
+def test_rule_needs_both_the_test_and_the_margin() -> None:
+    test = paired_swap_test([2.0] * 4, [0.0] * 4, mean_difference)
+    assert test.p_value == pytest.approx(1 / 16)
+    assert AcceptanceRule(alpha=0.1).decide(test, test.observed)
+    assert not AcceptanceRule(alpha=0.05).decide(test, test.observed)
+    assert not AcceptanceRule(alpha=0.1, min_gain=3.0).decide(test, test.observed)
+    assert AcceptanceRule(test="greater").decide(None, 0.01)
+    assert not AcceptanceRule(test="greater").decide(None, 0.0)
+    with pytest.raises(ValueError):
+        paired_swap_test([1.0], [1.0, 2.0], mean_difference)
