@@ -40,11 +40,14 @@ class DiffusionLMParams(BaseModel):
     n_heads: int = Field(4, ge=1, description="attention heads (paper: 12)")
     d_ff: int = Field(512, ge=16, description="feed-forward width (paper: 3072)")
     diffusion_steps: int = Field(2000, ge=2, description="T of the sqrt schedule (paper: 2000)")
-    train_steps: int = Field(1500, ge=1, description="optimizer steps, fixed (paper: E2E 200k, ROC 400k)")
-    batch_size: int = Field(32, ge=1, description="training batch (paper: 64)")
-    lr: float = Field(1e-3, gt=0, description="peak learning rate, warmup then cosine (paper: 1e-4)")
+    train_steps: int = Field(1500, ge=1, description="most optimizer steps (paper: E2E 200k, ROC 400k)")
+    token_budget: int | None = Field(
+        1_500_000, ge=1, description="cap on steps x batch x L (CPU budget); None = always train_steps"
+    )
+    batch_size: int = Field(16, ge=1, description="training batch (paper: 64)")
+    lr: float = Field(2e-3, gt=0, description="peak learning rate, warmup then cosine (paper: 1e-4)")
     seed: int | None = Field(None, description="training seed; None = the env's seed")
-    sample_steps: int = Field(200, ge=1, description="default sampling steps (respaced from T)")
+    sample_steps: int = Field(100, ge=1, description="default sampling steps (respaced from T)")
     clamp: bool = Field(True, description="default: clamp each x_0 prediction to its nearest embedding")
     gen_batch_size: int = Field(32, ge=1, description="rows per sampler batch (transport only)")
     threads: int | None = Field(None, ge=1, description="torch threads (transport only)")
@@ -60,6 +63,7 @@ class DiffusionLMParams(BaseModel):
             d_ff=self.d_ff,
             diffusion_steps=self.diffusion_steps,
             train_steps=self.train_steps,
+            token_budget=self.token_budget,
             batch_size=self.batch_size,
             lr=self.lr,
             threads=self.threads or 1,

@@ -43,11 +43,19 @@ class DLMTrainConfig:
     n_heads: int = 4
     d_ff: int = 512
     diffusion_steps: int = 2000
-    train_steps: int = 2500
-    batch_size: int = 32
-    lr: float = 1e-3
+    train_steps: int = 1500
+    token_budget: int | None = 1_500_000
+    batch_size: int = 16
+    lr: float = 2e-3
     warmup: int = 100
     threads: int | None = field(default=1, compare=False, hash=False)
+
+    def steps_for(self, seq_len: int) -> int:
+        """Optimizer steps for sequences of `seq_len`: `train_steps`, or fewer so that steps x batch x L
+        stays within `token_budget` (a CPU budget that does not grow with the task's record length)."""
+        if self.token_budget is None:
+            return self.train_steps
+        return max(1, min(self.train_steps, self.token_budget // (self.batch_size * seq_len)))
 
     def key(self) -> JSON:
         return {k: v for k, v in asdict(self).items() if k != "threads"}
@@ -138,11 +146,12 @@ def train_model(
         gen = torch.Generator().manual_seed(seed)
         rng = random.Random(seed)
         n = prep.data.shape[0]
-        progress = TrainProgress(f"diffusion-lm {spec.name}", cfg.train_steps)
+        total = cfg.steps_for(prep.seq_len)
+        progress = TrainProgress(f"diffusion-lm {spec.name}", total)
         model.train()
-        for step in range(cfg.train_steps):
+        for step in range(total):
             warm = min(1.0, (step + 1) / cfg.warmup)
-            lr = cfg.lr * warm * 0.5 * (1 + math.cos(math.pi * step / cfg.train_steps))
+            lr = cfg.lr * warm * 0.5 * (1 + math.cos(math.pi * step / total))
             for g in opt.param_groups:
                 g["lr"] = lr
             rows = [rng.randrange(n) for _ in range(cfg.batch_size)]
@@ -152,8 +161,8 @@ def train_model(
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             value = float(loss.detach())
-            progress.update(step, value, force=step == cfg.train_steps - 1)
-            if log is not None and (step % 100 == 0 or step == cfg.train_steps - 1):
+            progress.update(step, value, force=step == total - 1)
+            if log is not None and (step % 100 == 0 or step == total - 1):
                 log.append(
                     {
                         "step": step,
