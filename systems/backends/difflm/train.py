@@ -125,8 +125,20 @@ def _train(lm: Any, tok: Any, spec: TaskSpec, cfg: DiffLMTrainConfig, seed: int,
         emb_scale=float(emb.weight.std()),
     )
     vae = DiffLMVAE(vcfg)
-    opt = torch.optim.AdamW(vae.parameters(), lr=cfg.vae_lr, weight_decay=0.0)
     log: list[JSON] = []
+    opt = torch.optim.AdamW(vae.parameters(), lr=cfg.vae_lr, weight_decay=0.0)
+    probe = list(range(min(8, len(rows))))
+
+    def held_nll() -> float:
+        """Reconstruction NLL per token of a fixed set of references with z = mu (no sampling noise):
+        the deterministic number that shows whether the VAE learned, logged before and after."""
+        with torch.no_grad():
+            ids, mask = pad_batch([rows[i] for i in probe], pad)
+            mu, _ = vae.encoder(emb(ids), mask)
+            return float(decoder_nll(lm, vae.soft(mu), prefix, ids, mask).sum()) / float(mask.sum())
+
+    vae.eval()
+    log.append({"stage": "vae_eval", "step": 0, "nll_per_token": round(held_nll(), 4)})
     progress = TrainProgress(f"difflm vae {spec.name}", cfg.vae_steps)
     vae.train()
     order: list[int] = []
@@ -161,6 +173,7 @@ def _train(lm: Any, tok: Any, spec: TaskSpec, cfg: DiffLMTrainConfig, seed: int,
             }
         )
     vae.eval()
+    log.append({"stage": "vae_eval", "step": cfg.vae_steps, "nll_per_token": round(held_nll(), 4)})
     # stage 2: EDM over the normalised encoder means
     full = record_ids(tok, spec, cfg.max_train_tokens)
     mus = encode_means(vae, lm, full, pad)
