@@ -27,7 +27,7 @@ class DiffLMSystemParams(BaseModel):
     role: str = Field("difflm", description="profile role that serves the trained DiffLM")
     max_attempts: int = Field(4, ge=1, description="draws per sample at most (upstream: unbounded)")
     check: bool = Field(True, description="resample until the record passes the check (DiffLM's option)")
-    temperature: float | None = Field(None, ge=0, description="decoding temperature (unset: 0.5, paper)")
+    temperature: float = Field(0.5, ge=0, description="decoding temperature of the frozen LM (paper: 0.5)")
     heun_steps: int | None = Field(None, ge=1, description="Heun steps (unset: 50, paper)")
     max_new_tokens: int | None = Field(None, ge=1, description="unset: from the references' lengths")
 
@@ -37,6 +37,14 @@ class DiffLMSystem:
 
     def __init__(self, params: dict | None = None) -> None:
         self.params = validate_params(DiffLMSystemParams, params, self.name)
+
+    @property
+    def role(self) -> str:
+        return self.params.role
+
+    def plan_calls(self, n_samples: int) -> dict[str, int]:
+        """The most draws a cell can make (for `--dry-run`): every sample may use all its attempts."""
+        return {self.params.role: n_samples * (self.params.max_attempts if self.params.check else 1)}
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
         p = self.params

@@ -31,6 +31,14 @@ class DiffusionLMSystem:
     def __init__(self, params: dict | None = None) -> None:
         self.params = validate_params(DiffusionLMSystemParams, params, self.name)
 
+    @property
+    def role(self) -> str:
+        return self.params.role
+
+    def plan_calls(self, n_samples: int) -> dict[str, int]:
+        """One draw per sample (for `--dry-run`)."""
+        return {self.params.role: n_samples}
+
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
         backend = ctx.backend(self.params.role, task=spec)  # type: ignore[call-arg]
         if not hasattr(backend, "sample_texts"):
