@@ -238,7 +238,9 @@ class DiffLMBackend:
                 with torch.no_grad():
                     soft = self.vae.soft(z)
                 gens = [draw_generator(seed, i, a, "tokens") for i, a in chunk]
-                out += decode(self.lm, self.tok, soft, self.prefix_ids, gens, temperature, max_new, self.eos_ids)
+                out += decode(
+                    self.lm, self.tok, soft, self.prefix_ids, gens, temperature, max_new, self.eos_ids
+                )
         finally:
             torch.set_num_threads(old)
         return out, evals

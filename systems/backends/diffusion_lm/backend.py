@@ -21,7 +21,7 @@ from systems.backends.diffusion_lm.model import DiffusionLM, DLMConfig
 from systems.backends.diffusion_lm.sampler import sample
 from systems.backends.diffusion_lm.schedule import Schedule
 from systems.backends.diffusion_lm.tokenizer import JSONTokenizer
-from systems.backends.diffusion_lm.train import DLMTrainConfig, prepare, train_model
+from systems.backends.diffusion_lm.train import DLMTrainConfig, train_model
 from systems.backends.trained_cache import cache_key, cached_folder, data_fingerprint
 
 CODE_VERSION = "diffusion-lm-1"  # bump when training or tokenization changes meaning
@@ -190,4 +190,3 @@ class DiffusionLMBackend:
 
     def generate(self, requests: list) -> list:  # pragma: no cover - guard for misuse
         raise BenchError("Diffusion-LM is unconditional: use the diffusion-lm system (sample_texts)")
-
