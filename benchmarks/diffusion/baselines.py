@@ -41,7 +41,7 @@ def measure(system_name: str, task: str, seed: int, n: int) -> dict:
     res = system.generate(spec, n, seed, ctx)
     sample_s = time.perf_counter() - t1
     score = score_cell(res.samples, spec, ["parse_rate", "schema_valid"])
-    log = backend.train_log
+    log = [r for r in backend.train_log if "loss" in r]
     out = {
         "system": system_name,
         "task": task,
@@ -53,9 +53,7 @@ def measure(system_name: str, task: str, seed: int, n: int) -> dict:
         "loaded_from_cache": backend.loaded_from_cache,
         "load_seconds": round(load_s, 1),
         "first_loss": log[0]["loss"] if log else None,
-        "final_loss": [r for r in log if r.get("stage", "vae") == log[0].get("stage", "vae")][-1]["loss"]
-        if log
-        else None,
+        "final_loss": [r for r in log if r.get("stage") == log[0].get("stage")][-1]["loss"] if log else None,
         "sample_seconds": round(sample_s, 1),
     }
     if system_name == "difflm":
@@ -63,6 +61,7 @@ def measure(system_name: str, task: str, seed: int, n: int) -> dict:
         out["mean_gen_attempts"] = round(sum(att) / len(att), 2)
         out["passed_check"] = round(sum(s.meta["passed_check"] for s in res.samples) / len(att), 3)
         out["generator_calls"] = res.usage.generator_calls
+        out["vae_eval_nll"] = [r["nll_per_token"] for r in backend.train_log if r.get("stage") == "vae_eval"]
     else:
         out["n_train"], out["n_dropped"] = backend.meta.get("n_train"), backend.meta.get("n_dropped")
     return out
