@@ -27,7 +27,7 @@ from bench.errors import BenchError
 from bench.registry import suggest
 from bench.types import JSON
 
-ROLES = ("generator", "dlm", "optimizer", "judge", "scorer", "embedder")
+ROLES = ("generator", "dlm", "optimizer", "judge", "scorer", "embedder", "diffusion_lm", "difflm")
 
 
 @dataclass

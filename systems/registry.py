@@ -21,6 +21,16 @@ SYSTEMS.register(
     "systems.llada:LLaDASkeletonSystem",
     summary="ours: the DLM fills only the value slots of the schema's JSON skeleton",
 )
+SYSTEMS.register(
+    "diffusion-lm",
+    "systems.diffusion_lm:DiffusionLMSystem",
+    summary="Diffusion-LM (Li et al. 2022): continuous diffusion over learned embeddings, trained per task",
+)
+SYSTEMS.register(
+    "difflm",
+    "systems.difflm:DiffLMSystem",
+    summary="DiffLM (Zhou et al. 2024): VAE + EDM latent diffusion + frozen LM decoder, resampled until valid",
+)
 SYSTEMS.register("file", "systems.file:FileSystem", summary="reads generations produced elsewhere")
 
 # ---- backends: name -> class with from_spec(spec, env)
@@ -29,6 +39,8 @@ BACKENDS.register("hf", "systems.backends.hf:HFBackend")
 BACKENDS.register("openai", "systems.backends.openai_api:OpenAIBackend")
 BACKENDS.register("llada_hf", "systems.backends.llada_hf:LLaDAHFBackend")
 BACKENDS.register("mdlm", "systems.backends.mdlm:EmbeddedMDLMBackend")
+BACKENDS.register("diffusion_lm", "systems.backends.diffusion_lm:DiffusionLMBackend")
+BACKENDS.register("difflm", "systems.backends.difflm:DiffLMBackend")
 BACKENDS.register("sentence_transformers", "systems.backends.sentence_embedder:SentenceEmbedder")
 
 # ---- prompt optimizers steering a frozen generator (same generator-call budget for all)

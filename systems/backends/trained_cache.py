@@ -1,0 +1,92 @@
+"""Per-task trained models on disk, and a progress line while they train.
+
+The embedded masked-diffusion LM (systems/backends/mdlm/backend.py) keeps its weights under
+`BENCH_CACHE_DIR/mdlm/<key>/`, written to a temp folder and renamed so that concurrent workers never see
+half a model. The two baselines trained per task (Diffusion-LM, DiffLM) use the same layout through
+`cached_folder`: a folder per (kind, key), a `meta.json` written last, and an atomic rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.types import JSON, TaskSpec
+
+
+def data_fingerprint(spec: TaskSpec) -> str:
+    """Hash of what a per-task model is trained on: task name, fingerprint, instruction, schema, references.
+
+    The same definition as the embedded DLM's (systems/backends/mdlm/backend.py).
+    """
+    h = hashlib.sha256()
+    h.update(
+        json.dumps([spec.name, spec.fingerprint, spec.instruction, spec.schema], sort_keys=True).encode()
+    )
+    for r in spec.references:
+        h.update(json.dumps(r, sort_keys=True, ensure_ascii=False).encode())
+    return h.hexdigest()
+
+
+def cache_key(parts: JSON) -> str:
+    """24 hex digits of sha256 over canonical JSON of everything that decides the trained weights."""
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def cached_folder(cache_dir: Path, kind: str, key: str, train: Callable[[Path], JSON]) -> tuple[Path, bool]:
+    """(folder, loaded_from_cache). On a miss `train(tmp)` writes its files into `tmp` and returns the meta
+    dict, which is written as `meta.json`; the folder is then renamed into place. If another process
+    finished first, its folder is kept and ours discarded (same key = same weights)."""
+    folder = Path(cache_dir) / kind / key
+    if (folder / "meta.json").exists():
+        return folder, True
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{key}-"))
+    try:
+        meta = train(tmp)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # another worker renamed its copy first
+            pass
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder, False
+
+
+class TrainProgress:
+    """One status line on stderr at most every `every_s` seconds: step, loss, elapsed, ETA.
+
+    Training a per-task model takes minutes; without this the run's cell bar looks hung.
+    Silenced by BENCH_QUIET=1.
+    """
+
+    def __init__(self, label: str, total: int, every_s: float = 10.0) -> None:
+        self.label = label
+        self.total = max(1, total)
+        self.every_s = every_s
+        self.t0 = time.perf_counter()
+        self._last = -1e9
+        self.quiet = os.environ.get("BENCH_QUIET", "") not in ("", "0")
+
+    def update(self, step: int, loss: float, force: bool = False) -> None:
+        now = time.perf_counter()
+        if self.quiet or (not force and now - self._last < self.every_s):
+            return
+        self._last = now
+        done = step + 1
+        elapsed = now - self.t0
+        eta = elapsed / done * (self.total - done)
+        print(
+            f"[{self.label}] step {done}/{self.total} loss {loss:.4f} {elapsed:.0f}s elapsed, ETA {eta:.0f}s",
+            file=sys.stderr,
+            flush=True,
+        )
