@@ -35,6 +35,8 @@ def test_every_reference_within_the_caps_is_accepted_by_llama_cpp():
     for name in list_tasks(DATA_DIR):
         families.add(name.split("/")[0])
         spec = load_task(name, n_references=None, n_holdout=None)
+        if spec.items:  # per-item tasks (BFCL, JSONSchemaBench) compile one grammar per item: own tests
+            continue
         schema = system.constrained_schema(spec)
         refs = list(spec.references)
         if name == "multiwoz/train":

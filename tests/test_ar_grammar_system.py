@@ -65,6 +65,8 @@ def test_string_caps_shrink_until_every_task_record_fits_the_budget():
     system = ARGrammarSystem({"max_tokens": 1024})
     for name in list_tasks(DATA_DIR):
         spec = load_task(name, n_references=None, n_holdout=None)
+        if spec.items:  # per-item tasks (BFCL, JSONSchemaBench) compile one grammar per item: own tests
+            continue
         params = system.sampling(spec)
         assert max_bytes(build_grammar(params.json_schema)) + 1 == params.max_tokens <= 1024, name
         kept, total = system.plan(spec).references_fit
