@@ -73,10 +73,14 @@ def _connect(workers: int) -> Any:
         raise BenchError("--executor ray needs the ray extra: pip install 'aod-bench[ray]'") from exc
     if not ray.is_initialized():
         address = os.environ.get("RAY_ADDRESS")
+        # BENCH_RAY_NODE_IP pins the driver's node address (tests and single machines: 127.0.0.1), so a
+        # local cluster is reached over loopback only
+        node_ip = os.environ.get("BENCH_RAY_NODE_IP")
+        extra = {"_node_ip_address": node_ip} if node_ip else {}
         if address:
-            ray.init(address=address, log_to_driver=False)
+            ray.init(address=address, log_to_driver=False, **extra)
         else:
-            ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=workers or None, include_dashboard=False, log_to_driver=False, **extra)
     return ray
 
 

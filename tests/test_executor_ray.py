@@ -33,14 +33,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cluster(tmp_path_factory):
+    """A fresh cluster per test: a killed worker or a cancelled task leaves nothing for the next test."""
     ray_bin = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
     port = _free_port()
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),  # workers import this checkout, as the driver does
         "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "disabled",  # no token file: a test cluster on loopback, started and stopped here
     }
     temp = tmp_path_factory.mktemp("ray")
     start = [
@@ -58,18 +60,19 @@ def cluster(tmp_path_factory):
     out = subprocess.run(start, env=env, capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     address = f"127.0.0.1:{port}"
-    old = os.environ.get("RAY_ADDRESS")
-    os.environ["RAY_ADDRESS"] = address
+    saved = {k: os.environ.get(k) for k in ("RAY_ADDRESS", "RAY_AUTH_MODE", "BENCH_RAY_NODE_IP")}
+    os.environ.update(RAY_ADDRESS=address, RAY_AUTH_MODE="disabled", BENCH_RAY_NODE_IP="127.0.0.1")
     try:
         yield address
     finally:
         if ray.is_initialized():
             ray.shutdown()
         subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=120)
-        if old is None:
-            os.environ.pop("RAY_ADDRESS", None)
-        else:
-            os.environ["RAY_ADDRESS"] = old
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _suite(tmp_path: Path, gens: dict[str, str], seeds: int = 2, extra: str = "") -> Path:
@@ -120,34 +123,6 @@ def _opts(out: Path | None = None, resume: Path | None = None, executor: str = "
     )
 
 
-def test_ray_results_identical_to_the_local_executor(cluster, tmp_path):
-    suite = _suite(tmp_path, _generations(tmp_path))
-    local = run_suite(suite, None, _opts(tmp_path / "local", executor="local"))
-    remote = run_suite(suite, None, _opts(tmp_path / "ray"))
-    assert all(o.status == "ok" for o in local.outcomes) and len(local.outcomes) == 4
-    assert all(o.status == "ok" for o in remote.outcomes)
-    a, b = _cell_files(tmp_path / "local"), _cell_files(tmp_path / "ray")
-    assert a == b and len(a) == 12
-
-
-def test_resume_across_executors_redoes_no_finished_cell(cluster, tmp_path):
-    suite = _suite(tmp_path, _generations(tmp_path))
-    first = run_suite(suite, None, _opts(tmp_path / "run", executor="local", systems=["good"]))
-    assert [o.status for o in first.outcomes] == ["ok", "ok"]
-    before = {
-        c.key.label(): (c.path / "metrics.json").stat().st_mtime_ns
-        for c in RunStore(tmp_path / "run").iter_cells()
-    }
-    second = run_suite(suite, None, _opts(resume=tmp_path / "run"))
-    assert second.skipped == 2
-    assert sorted(o.status for o in second.outcomes) == ["ok", "ok", "skipped", "skipped"]
-    after = {
-        c.key.label(): (c.path / "metrics.json").stat().st_mtime_ns
-        for c in RunStore(tmp_path / "run").iter_cells()
-    }
-    assert all(after[k] == v for k, v in before.items())  # finished cells untouched
-
-
 def _ray_cell_workers() -> list[int]:
     import psutil
 
@@ -183,19 +158,47 @@ def test_a_killed_ray_worker_becomes_a_failed_cell_with_its_reason(cluster, tmp_
     assert cell.status == "failed" and "ray task failed" in str(cell.record.get("error"))
 
 
+def test_ray_results_identical_to_the_local_executor(cluster, tmp_path):
+    suite = _suite(tmp_path, _generations(tmp_path))
+    local = run_suite(suite, None, _opts(tmp_path / "local", executor="local"))
+    remote = run_suite(suite, None, _opts(tmp_path / "ray"))
+    assert all(o.status == "ok" for o in local.outcomes) and len(local.outcomes) == 4
+    assert all(o.status == "ok" for o in remote.outcomes)
+    a, b = _cell_files(tmp_path / "local"), _cell_files(tmp_path / "ray")
+    assert a == b and len(a) == 12
+
+
+def test_resume_across_executors_redoes_no_finished_cell(cluster, tmp_path):
+    suite = _suite(tmp_path, _generations(tmp_path))
+    first = run_suite(suite, None, _opts(tmp_path / "run", executor="local", systems=["good"]))
+    assert [o.status for o in first.outcomes] == ["ok", "ok"]
+    before = {
+        c.key.label(): (c.path / "metrics.json").stat().st_mtime_ns
+        for c in RunStore(tmp_path / "run").iter_cells()
+    }
+    second = run_suite(suite, None, _opts(resume=tmp_path / "run"))
+    assert second.skipped == 2
+    assert sorted(o.status for o in second.outcomes) == ["ok", "ok", "skipped", "skipped"]
+    after = {
+        c.key.label(): (c.path / "metrics.json").stat().st_mtime_ns
+        for c in RunStore(tmp_path / "run").iter_cells()
+    }
+    assert all(after[k] == v for k, v in before.items())  # finished cells untouched
+
+
 def test_a_cell_needing_a_gpu_the_cluster_lacks_fails_at_once(cluster, tmp_path):
-    gens = _generations(tmp_path)
-    suite = _suite(
-        tmp_path,
-        {"gpu": gens["good"]},
-        seeds=1,
+    # under the paper profile an `ar` row on the LLaMA preset asks for one GPU (the embedded profile would
+    # serve it with the SmolLM2 stand-in on the CPU); preflight is off so the request reaches Ray
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "name: ray-gpu\nseeds: 1\nsamples: 1\n"
+        "tasks: [{name: demo/booking, n_references: 8, n_holdout: 8}]\n"
+        "systems: {gpu: {type: ar, models: {generator: llama-3.1-8b-4bit}}}\n"
+        "metrics: [parse_rate]\n",
+        encoding="utf-8",
     )
-    text = suite.read_text(encoding="utf-8").replace(
-        "{type: file, params:", "{type: file, models: {generator: llama-3.1-8b-4bit}, params:"
-    )
-    suite.write_text(text, encoding="utf-8")
     t0 = time.monotonic()
-    res = run_suite(suite, None, _opts(tmp_path / "run"))
+    res = run_suite(suite, {"profile": "paper"}, _opts(tmp_path / "run", preflight=False))
     assert time.monotonic() - t0 < 60
     (outcome,) = res.outcomes
     assert outcome.status == "failed"

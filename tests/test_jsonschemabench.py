@@ -199,9 +199,7 @@ def test_a_real_run_scores_declared_and_refused_schemas(tmp_path, monkeypatch):
     mini.mkdir(parents=True)
     first = sorted((JSB / "Glaiveai2K").glob("*.json"))[0]
     shutil.copy(first, mini / "a.json")
-    (mini / "b.json").write_text(
-        json.dumps({"type": "array", "items": {"type": "integer"}, "uniqueItems": True})
-    )
+    (mini / "b.json").write_text(json.dumps({"type": "integer", "not": {"minimum": 3}}))
     monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
     (tmp_path / "suite.yaml").write_text(SUITE)
     result = run_suite(
@@ -215,7 +213,7 @@ def test_a_real_run_scores_declared_and_refused_schemas(tmp_path, monkeypatch):
     samples = [json.loads(line) for line in (Path(ours.path) / "samples.jsonl").read_text().splitlines()]
     assert [s["meta"]["schema_id"] for s in samples] == ["a.json", "b.json"]
     assert [s["meta"]["declared"] for s in samples] == [True, False]
-    assert samples[1]["text"] == "" and "uniqueItems" in samples[1]["meta"]["refused"]
+    assert samples[1]["text"] == "" and "not" in samples[1]["meta"]["refused"]
     assert ours.metrics["declared_coverage"] == 0.5
     # our grammar admits only schema-valid texts: a declared sample is valid or was cut by the token
     # budget (unbounded numbers can outrun 48 tokens), never a complete invalid record
