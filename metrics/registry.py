@@ -267,21 +267,23 @@ for _name, _ref, _better, _needs, _summary in _QUALITY:
 
 # Opt-in tool-call metrics for `bfcl/<category>` (docs/metrics.md, "Tool calls"): BFCL's AST semantics and
 # a failure taxonomy; meaningful only on BFCL tasks, so in neither default list.
+#: The failure taxonomy of tool calls (metrics/toolcalls.py classifies into these, in this order).
+TOOLCALL_FAILURE_CLASSES = (
+    "invalid_syntax",
+    "wrong_function",
+    "missing_required",
+    "unexpected_argument",
+    "wrong_type",
+    "wrong_value",
+    "hallucinated_call",
+    "call_count_mismatch",
+)
 _TOOLCALLS: list[tuple[str, str, str | None, str]] = [
     ("ast_accuracy", "metrics.toolcalls:ast_accuracy", "up", "BFCL AST accuracy on call-expecting items"),
     ("irrelevance_accuracy", "metrics.toolcalls:irrelevance_accuracy", "up", "no call on irrelevance items"),
 ] + [
     (f"failure_{k}", f"metrics.toolcalls:failure_{k}", "down", f"share of tool-call samples failing as {k}")
-    for k in (
-        "invalid_syntax",
-        "wrong_function",
-        "missing_required",
-        "unexpected_argument",
-        "wrong_type",
-        "wrong_value",
-        "hallucinated_call",
-        "call_count_mismatch",
-    )
+    for k in TOOLCALL_FAILURE_CLASSES
 ]
 
 #: The tool-call table's columns (reports), in this order.

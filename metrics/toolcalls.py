@@ -25,17 +25,9 @@ from typing import Any
 
 from bench.types import JSON
 from metrics.cell import NAN, CellView
+from metrics.registry import TOOLCALL_FAILURE_CLASSES
 
-FAILURE_CLASSES = (
-    "invalid_syntax",
-    "wrong_function",
-    "missing_required",
-    "unexpected_argument",
-    "wrong_type",
-    "wrong_value",
-    "hallucinated_call",
-    "call_count_mismatch",
-)
+FAILURE_CLASSES = TOOLCALL_FAILURE_CLASSES  # one list: the registry names a metric per class
 
 #: BFCL parameter type -> the Python type its value must have (BFCL's PYTHON_TYPE_MAPPING semantics).
 PY_TYPES: dict[str, type] = {
