@@ -213,6 +213,11 @@ def _sentence_transformers(spec: JSON, params: JSON) -> list[str]:
     return out + ([problem] if problem else [])
 
 
+def _difflm(spec: JSON, params: JSON) -> list[str]:
+    """DiffLM's decoder is a frozen causal LM loaded by transformers (a packaged GGUF needs `gguf`)."""
+    return [p for p in (_package_problem(m) for m in ("torch", "transformers", "gguf")) if p]
+
+
 def _mdlm(spec: JSON, params: JSON) -> list[str]:
     return [p for p in [_package_problem("torch")] if p]  # trained locally on the task (cached)
 
@@ -224,6 +229,7 @@ CHECKS = {
     "openai": _openai,
     "sentence_transformers": _sentence_transformers,
     "mdlm": _mdlm,
+    "difflm": _difflm,
 }
 
 
