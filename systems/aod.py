@@ -104,6 +104,15 @@ class PromptOptimizationSystem(ABC):
     def budget(self) -> Budget:
         return Budget(self.params.budget, self.params.batch_size)
 
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The profile roles this system may call: its generator's, the agents', the embedder (diversity
+        and PromptBreeder's EDA). Preflight checks only these, so a model it never loads (DiffLM's, say)
+        cannot block it."""
+        inner = self.generator.system  # type: ignore[attr-defined]
+        own = getattr(inner, "role", None) or getattr(inner.params, "role", "generator")
+        return (str(own), "optimizer", "judge", "embedder")
+
     @abstractmethod
     def optimizer(self) -> PromptOptimizer:
         """The optimizer this system runs (each concrete system names one)."""
