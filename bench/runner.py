@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,8 @@ class RunOptions:
     resume: str | None = None
     systems: list[str] | None = None
     tasks: list[str] | None = None
-    workers: int = 1
+    workers: int | None = None
+    """Worker processes; None: the profile's `workers:` (catalog), capped at the machine's cores, else 1."""
     executor: str = "local"
     use_cache: bool = True
     cache_dir: str | None = None
@@ -246,6 +247,7 @@ def run_suite(
     sf = prepare_suite(suite_path, overrides, data_dir=opts.data_dir, systems=opts.systems, tasks=opts.tasks)
     sf.suite = expand_task_patterns(sf.suite, opts.data_dir)
     suite = sf.suite
+    opts = replace(opts, workers=resolve_workers(opts.workers, suite.profile))  # the manifest records it
     if opts.resume:
         run_dir = Path(opts.resume)
         if not (run_dir / "manifest.json").exists():
@@ -328,7 +330,7 @@ def _run_locked(
             print(f"\nFAILED {outcome.key.label()}: {outcome.error}", file=sys.stderr)
 
     try:
-        run_jobs(todo, on_done, opts.executor, opts.workers)
+        run_jobs(todo, on_done, opts.executor, resolve_workers(opts.workers, sf.suite.profile))
     finally:
         progress.close()
 
@@ -388,6 +390,18 @@ def summary_line(result: RunResult) -> str:
     if n_failed:
         line += f"; {n_failed} of {len(result.outcomes)} cells failed"
     return line
+
+
+def resolve_workers(asked: int | None, profile: str) -> int:
+    """`--workers` when given, else the profile's default (`workers:` in systems/catalog.yaml), never more
+    than the machine's cores. The embedded profile asks for 2: its DLM training and llama.cpp calls run one
+    thread each, so one worker left a core of a 2-core machine idle for most of Table 1."""
+    if asked is not None:
+        return asked
+    from bench.profiles import load_catalog
+
+    declared = int((load_catalog().profiles.get(profile) or {}).get("workers") or 1)
+    return max(1, min(declared, os.cpu_count() or 1))
 
 
 def env_workers(default: int = 1) -> int:

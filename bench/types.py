@@ -199,11 +199,16 @@ class SamplingParams:
     repeat_penalty: float = 1.0
     json_schema: JSON | None = None  # grammar-constrained decoding when the backend supports it
     extra: tuple[tuple[str, Any], ...] = ()  # backend-specific knobs, hashable
+    stop_at_record: bool = False
+    """End generation once the output holds a complete record (`metrics.extract.record_complete`).
+    Backends that can stop mid-generation honour it (llama_cpp); others generate to `stop`/`max_tokens`."""
 
     def to_json(self) -> JSON:
         d = asdict(self)
         d["stop"] = list(self.stop)
         d["extra"] = dict(self.extra)
+        if not self.stop_at_record:
+            del d["stop_at_record"]  # absent when off, so call-cache keys of earlier runs stay valid
         return d
 
 

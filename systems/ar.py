@@ -43,6 +43,11 @@ class ARParams(BaseModel):
         "systems/gen_limits.py; a cut-off at that default is retried once at twice the limit)",
     )
     repeat_penalty: float = Field(1.0, gt=0.0, description="llama.cpp repetition penalty")
+    stop_at_record: bool = Field(
+        True,
+        description="end generation at the first complete record (backends that can stop mid-generation: "
+        "llama_cpp); false generates to the model's own stop or max_tokens",
+    )
     k_shots: int = Field(3, ge=0, description="few-shot references shown per call")
     char_budget: int = Field(2400, ge=0, description="max characters of few-shot examples in a prompt")
     system_prompt: str | None = Field(None, description="optional system message")
@@ -69,7 +74,11 @@ class ARSystem:
                 merged[k] = v
         if merged.get("max_tokens") is None:
             merged["max_tokens"] = task_max_tokens(spec)
-        return SamplingParams(**merged, json_schema=spec.schema if self.grammar else None)
+        return SamplingParams(
+            **merged,
+            json_schema=spec.schema if self.grammar else None,
+            stop_at_record=p.stop_at_record and not self.grammar,
+        )
 
     def limit_is_default(self, preset: dict | None = None) -> bool:
         """True when max_tokens comes from the task (neither the suite nor the preset set it)."""

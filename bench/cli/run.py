@@ -19,7 +19,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--systems", type=_csv, help="comma-separated subset of the suite's systems")
     p.add_argument("--tasks", type=_csv, help="comma-separated subset of the suite's tasks")
     p.add_argument("--executor", choices=["local", "inline", "ray"], default="local")
-    p.add_argument("--workers", type=int, default=1, help="worker processes (0 = run in this process)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="worker processes (0 = run in this process; default: the profile's, 2 for embedded, 1 for paper)",
+    )
     p.add_argument("--out", help="run directory (default runs/<suite>-<timestamp>)")
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run, skipping finished cells")
     p.add_argument("--data-dir", help="dataset directory (default $BENCH_DATA_DIR)")

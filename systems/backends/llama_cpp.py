@@ -122,6 +122,40 @@ def _load_llama(path: Path, n_ctx: int, logits_all: bool, n_threads: int | None)
         return _MODELS[key]
 
 
+def _chat_until_record(llm: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion streamed and ended once the text holds a complete record.
+
+    SmolLM2 often writes a record and then keeps going (more records, prose) until `max_tokens`; on
+    TruthfulQA and Self-Instruct that tail was most of an AR cell's time. Streaming yields exactly the
+    tokens the plain call samples (same seed, same text), so stopping early only drops the tail.
+    Usage: one streamed piece per token (llama.cpp merges the pieces of a split multi-byte character,
+    which undercounts those by one); prompt tokens from the context length (`n_tokens` = prompt + pieces
+    - 1, the last piece not yet evaluated).
+    """
+    from metrics.extract import record_complete
+
+    text, pieces, finish = "", 0, None
+    stream = llm.create_chat_completion(**kwargs, stream=True)
+    try:
+        for chunk in stream:
+            choice = chunk["choices"][0]
+            piece = choice["delta"].get("content")
+            finish = choice.get("finish_reason") or finish
+            if piece:
+                text += piece
+                pieces += 1
+                if ("}" in piece or "`" in piece or "]" in piece) and record_complete(text):
+                    finish = "stop"
+                    break
+    finally:
+        stream.close()
+    prompt_tokens = max(0, int(llm.n_tokens) + 1 - pieces)
+    return {
+        "choices": [{"message": {"content": text}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": pieces},
+    }
+
+
 @dataclass
 class LlamaCppBackend:
     """TextBackend + LogProbScorer over a GGUF file."""
@@ -219,6 +253,8 @@ class LlamaCppBackend:
                         prompt = "\n\n".join(m["content"] for m in msgs) + "\n"
                         resp = llm.create_completion(prompt=prompt, **kwargs)
                         resp["choices"][0]["message"] = {"content": resp["choices"][0].get("text", "")}
+                    elif p.stop_at_record and "grammar" not in kwargs:
+                        resp = _chat_until_record(llm, kwargs)
                     else:
                         resp = llm.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. prompt longer than the context window: a harness failure
