@@ -58,3 +58,17 @@ def task_max_tokens(spec: TaskSpec) -> int:
         return FLOOR
     want = max(MARGIN * percentile(needs, PERCENTILE), max(needs)) + EXTRA
     return int(min(CAP, max(FLOOR, 32 * math.ceil(want / 32))))
+
+
+def dlm_response_shape(spec: TaskSpec, steps: int, block_length: int = 32) -> tuple[int, int]:
+    """(gen_length, block_length) of a pretrained DLM's response canvas for this task.
+
+    The canvas needs what an AR limit needs (`task_max_tokens`): a fixed 256 positions cut TruthfulQA
+    records (up to ~700 tokens pretty-printed) and charged the cut to the model. LLaDA's sampler needs at
+    least one step per semi-autoregressive block, so the block is the smallest multiple of the default
+    block (LLaDA-Instruct: 32) that keeps the number of blocks <= steps (T = 12: 32 up to 384 positions,
+    64 up to 768).
+    """
+    gen = task_max_tokens(spec)
+    block = block_length * math.ceil(gen / (block_length * max(1, steps)))
+    return gen, block

@@ -111,6 +111,14 @@ class LLaDASystem:
         """One record per prompt (sample index = position); AoD calls this with its edited prompts."""
         backend = ctx.backend(self.params.role, task=spec)  # type: ignore[call-arg]
         knobs = self.params.knobs()
+        if "gen_length" not in knobs and getattr(backend, "gen_length_from_task", False) is True:
+            # a pretrained DLM (LLaDA-8B): the canvas from what the task's records need, never a fixed cut
+            from systems.gen_limits import dlm_response_shape
+
+            steps = knobs.get("steps") or backend.default_sampler().steps
+            gen, block = dlm_response_shape(spec, int(steps))
+            knobs["gen_length"] = gen
+            knobs.setdefault("block_length", block)
         temperature = knobs.pop("temperature", None)
         sp = SamplingParams(
             temperature=temperature if temperature is not None else _backend_temperature(backend),

@@ -175,3 +175,36 @@ def test_likelihood_bound_is_finite_and_positive(tiny_dir: Path) -> None:
     be = backend(tiny_dir)
     ((bound, n),) = be.nll(['{"day": "monday"}'], n_mc=8, prompt="Generate a train.")
     assert n > 0 and 0 < bound < float("inf")
+
+
+def test_canvas_comes_from_the_task_when_no_gen_length_is_set(tiny_dir: Path) -> None:
+    """A fixed canvas cut long records and charged the cut to the model; unset, it is the task's need."""
+    from systems.gen_limits import dlm_response_shape, task_max_tokens
+    from systems.llada import LLaDASystem
+
+    be = backend(tiny_dir, gen_length=None, block_length=32, steps=12)
+    seen: list[dict] = []
+    real = be.generate
+
+    def spy(requests):  # noqa: ANN001, ANN202 - records what the system asked for, then runs the model
+        seen.extend(dict(r.params.extra) for r in requests)
+        return real(requests)
+
+    be.generate = spy  # type: ignore[method-assign]
+
+    class Ctx:
+        profile_name = "test"
+        cache_dir = str(tiny_dir)
+
+        def backend(self, role: str, task: TaskSpec | None = None) -> LLaDAHFBackend:
+            return be
+
+    s = spec()
+    res = LLaDASystem({"k_shots": 0}).generate(s, 2, 0, Ctx())
+    assert len(res.samples) == 2
+    assert {x["gen_length"] for x in seen} == {task_max_tokens(s)}
+    # blocks never outnumber the steps, and the block is the smallest multiple of 32 that does it
+    assert dlm_response_shape(s, 12) == (task_max_tokens(s), 32)
+    long_refs = tuple({"day": "monday " * 150, "price": 1, "city": "x"} for _ in range(3))
+    gen, block = dlm_response_shape(TaskSpec("t", "", s.schema, long_refs, (), fingerprint="t"), 12)
+    assert gen > 384 and block % 32 == 0 and -(-gen // block) <= 12 < -(-gen // (block - 32))

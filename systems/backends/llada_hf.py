@@ -58,7 +58,12 @@ class LLaDAHFParams(BaseModel):
     eos_ids: list[int] = Field(list(LLADA_EOS_IDS), description="ids that end a response (EOS / EoT)")
     max_input_tokens: int = Field(1024, ge=8, description="prompt tokens kept (the tail); paper: 1024")
     steps: int = Field(12, ge=1, description="denoising steps T (paper: 12)")
-    gen_length: int = Field(256, ge=1, description="response positions")
+    gen_length: int | None = Field(
+        None,
+        ge=1,
+        description="response positions (None: from the task, systems/gen_limits.dlm_response_shape; "
+        "256 where no task is known)",
+    )
     block_length: int | None = Field(32, ge=1, description="semi-AR block length (LLaDA-Instruct: 32)")
     remasking: Literal["low_confidence", "random"] = Field("low_confidence", description="remasking")
     temperature: float = Field(0.0, ge=0, description="Gumbel temperature")
@@ -99,10 +104,18 @@ def load_pretrained(model_id: str, params: LLaDAHFParams) -> tuple[Any, Any]:
     return model, tok
 
 
+DEFAULT_GEN_LENGTH = 256  # the canvas when neither the suite nor a task sets one
+
+
 class LLaDAHFBackend:
     """A transformers masked-diffusion model (LLaDA) as a TextBackend with skeleton infilling."""
 
     kind = "llada_hf"
+
+    @property
+    def gen_length_from_task(self) -> bool:
+        """True when the `llada` system should size the canvas from its task (no gen_length was set)."""
+        return self.params.gen_length is None
 
     def __init__(self, model: Any, tokenizer: Any, params: LLaDAHFParams, model_id: str = "custom") -> None:
         self.model = model
@@ -172,7 +185,7 @@ class LLaDAHFBackend:
         p = self.params
         d: dict[str, Any] = {
             "steps": p.steps,
-            "gen_length": p.gen_length,
+            "gen_length": p.gen_length or DEFAULT_GEN_LENGTH,
             "block_length": p.block_length,
             "remasking": p.remasking,
             "temperature": p.temperature,
@@ -254,9 +267,8 @@ class LLaDAHFBackend:
         return self._plans[key]
 
     def skeleton_fits(self, segs: Sequence[Any]) -> bool:
-        return (
-            len(lay_out(segs, self._encode, self.params.mask_id, self.params.eos_ids[0]).tokens)
-            <= self.params.gen_length
+        return len(lay_out(segs, self._encode, self.params.mask_id, self.params.eos_ids[0]).tokens) <= (
+            self.params.gen_length or DEFAULT_GEN_LENGTH
         )
 
     def slot_vocab(self) -> SlotVocab:
