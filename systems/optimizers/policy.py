@@ -25,6 +25,18 @@ from dataclasses import dataclass, field
 from bench.types import JSON
 
 
+def _draw(rng: random.Random, p: dict[str, float]) -> tuple[str, float]:
+    """One kind from the distribution `p` by inverse CDF on one uniform draw, and its probability."""
+    u = rng.random()
+    acc = 0.0
+    for k, pk in p.items():
+        acc += pk
+        if u < acc:
+            return k, pk
+    last = list(p)[-1]
+    return last, p[last]
+
+
 @dataclass
 class EditPolicy:
     kinds: tuple[str, ...]
@@ -52,15 +64,7 @@ class EditPolicy:
 
     def sample(self, rng: random.Random, allowed: list[str] | None = None) -> tuple[str, float]:
         """An edit kind and its probability under the current policy (pi_old for the update)."""
-        p = self.probs(allowed)
-        u = rng.random()
-        acc = 0.0
-        for k, pk in p.items():
-            acc += pk
-            if u < acc:
-                return k, pk
-        last = list(p)[-1]
-        return last, p[last]
+        return _draw(rng, self.probs(allowed))
 
     def uniform(self, allowed: list[str] | None = None) -> dict[str, float]:
         """The frozen policy of `aod-norl`: uniform over the applicable kinds."""
@@ -69,15 +73,7 @@ class EditPolicy:
 
     def sample_uniform(self, rng: random.Random, allowed: list[str] | None = None) -> tuple[str, float]:
         """A kind drawn uniformly (same RNG use as `sample`, so only the probabilities differ)."""
-        p = self.uniform(allowed)
-        u = rng.random()
-        acc = 0.0
-        for k, pk in p.items():
-            acc += pk
-            if u < acc:
-                return k, pk
-        last = list(p)[-1]
-        return last, p[last]
+        return _draw(rng, self.uniform(allowed))
 
     def update(self, kind: str, reward: float, p_old: float, allowed: list[str] | None = None) -> JSON:
         """One clipped policy-gradient update for the action taken; returns what happened (for the trace)."""
