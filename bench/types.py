@@ -201,7 +201,7 @@ class SamplingParams:
     extra: tuple[tuple[str, Any], ...] = ()  # backend-specific knobs, hashable
     stop_at_record: bool = False
     """End generation once the output holds a complete record (`metrics.extract.record_complete`).
-    Backends that can stop mid-generation honour it (llama_cpp); others generate to `stop`/`max_tokens`."""
+    Backends that can stop mid-generation honour it (llama_cpp, hf); others generate to `stop`/`max_tokens`."""
 
     def to_json(self) -> JSON:
         d = asdict(self)

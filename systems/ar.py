@@ -46,7 +46,7 @@ class ARParams(BaseModel):
     stop_at_record: bool = Field(
         True,
         description="end generation at the first complete record (backends that can stop mid-generation: "
-        "llama_cpp); false generates to the model's own stop or max_tokens",
+        "llama_cpp, hf); false generates to the model's own stop or max_tokens",
     )
     k_shots: int = Field(3, ge=0, description="few-shot references shown per call")
     char_budget: int = Field(2400, ge=0, description="max characters of few-shot examples in a prompt")

@@ -168,3 +168,25 @@ def test_nll_windows_score_every_token_once(hf):
         model.config.max_position_embeddings = saved
     assert n_win == n_full > 16
     assert windowed >= full * 0.9  # less context can only help so little; usually it costs
+
+
+@pytest.mark.slow
+def test_stop_at_record_ends_rows_at_their_first_record(hf):
+    """Sampled rows keep the tokens they would have drawn and stop once a record is complete; beams stop
+    once every beam holds one."""
+    from dataclasses import replace
+
+    from metrics.extract import record_complete
+
+    prompt = 'Write one JSON object with keys "day" and "price" for a train ticket, in a ```json block.'
+    sampled = SamplingParams(temperature=0.7, max_tokens=96)
+    reqs = [GenerationRequest.chat(prompt, sampled, 0, i) for i in range(3)]
+    full = hf.generate(reqs)
+    cut = hf.generate([replace(r, params=replace(sampled, stop_at_record=True)) for r in reqs])
+    for f, c in zip(full, cut, strict=True):
+        assert f.text.startswith(c.text) and c.tokens_out <= f.tokens_out
+        if record_complete(f.text):
+            assert record_complete(c.text)
+    beams = SamplingParams(temperature=0.0, num_beams=2, max_tokens=96, stop_at_record=True)
+    (b,) = hf.generate([GenerationRequest.chat(prompt, beams, 0, 0)])
+    assert record_complete(b.text) or b.finish_reason == "length"

@@ -270,10 +270,15 @@ class HFBackend:
             )
         elif p.temperature > 0 and p.num_beams > 1:
             pass  # beam search is deterministic: temperature does not apply (documented in docs/systems-ar.md)
+        stopping = _record_stop(tok, enc["input_ids"].shape[1]) if p.stop_at_record else None
         t0 = time.perf_counter()
         with torch.inference_mode():
             gen = model.generate(
-                **enc, generation_config=cfg, logits_processor=processors, tokenizer=tok if p.stop else None
+                **enc,
+                generation_config=cfg,
+                logits_processor=processors,
+                stopping_criteria=stopping,
+                tokenizer=tok if p.stop else None,
             )
         seconds = (time.perf_counter() - t0) / len(batch)
         new = gen[:, enc["input_ids"].shape[1] :].tolist()
@@ -397,3 +402,22 @@ def _trim(ids: list[int], eos: set[int], pad: int | None) -> tuple[int, str]:
         if pad is not None and t == pad and pad not in eos:
             return k, "stop"  # padding after a stop string ended this row
     return len(ids), "length"
+
+
+def _record_stop(tok: Any, prompt_length: int) -> Any:
+    """Stopping criteria that end a row once its new text holds a complete record
+    (`metrics.extract.record_complete`; the same rule as the llama_cpp backend). With beam search,
+    generation ends when every beam holds one."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    from metrics.extract import record_complete
+
+    class RecordComplete(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            texts = tok.batch_decode(input_ids[:, prompt_length:], skip_special_tokens=True)
+            return torch.tensor(
+                [record_complete(t) for t in texts], dtype=torch.bool, device=input_ids.device
+            )
+
+    return StoppingCriteriaList([RecordComplete()])
