@@ -143,6 +143,11 @@ def _cuda_problem(what: str) -> str | None:
     return None
 
 
+#: What transformers needs to load a packaged GGUF file (the embedded beam-search row, DiffLM's decoder);
+#: the `embedded` extra installs each (tests/test_preflight.py checks it).
+GGUF_THROUGH_TRANSFORMERS = ("transformers", "gguf", "accelerate")
+
+
 def _package_problem(package: str) -> str | None:
     if importlib.util.find_spec(package) is None:
         return f"needs the Python package {package.replace('_', '-')!r} (pip install it)"
@@ -167,7 +172,9 @@ def _hf(spec: JSON, params: JSON) -> list[str]:
     from systems.backends.llama_cpp import PACKAGED_GGUF, packaged_gguf_problem
 
     if model in PACKAGED_GGUF:
-        problem = packaged_gguf_problem(model) or _package_problem("gguf")
+        problem = packaged_gguf_problem(model) or next(
+            (p for p in map(_package_problem, GGUF_THROUGH_TRANSFORMERS) if p), None
+        )
     else:
         problem = _weights_problem(model, params.get("revision"))
     if problem:
@@ -214,8 +221,9 @@ def _sentence_transformers(spec: JSON, params: JSON) -> list[str]:
 
 
 def _difflm(spec: JSON, params: JSON) -> list[str]:
-    """DiffLM's decoder is a frozen causal LM loaded by transformers (a packaged GGUF needs `gguf`)."""
-    return [p for p in (_package_problem(m) for m in ("torch", "transformers", "gguf")) if p]
+    """DiffLM's decoder is a frozen causal LM loaded by transformers (a packaged GGUF needs `gguf` and
+    `accelerate`: transformers refuses to load a GGUF file without it)."""
+    return [p for p in map(_package_problem, ("torch", *GGUF_THROUGH_TRANSFORMERS)) if p]
 
 
 def _mdlm(spec: JSON, params: JSON) -> list[str]:

@@ -122,3 +122,19 @@ def test_quantized_preset_needs_cuda_here():
     problems = preflight.check_spec(load_catalog().model("mistral-7b-8bit"))
     has_cuda_problem = any("needs a CUDA GPU" in p for p in problems)
     assert has_cuda_problem == (not torch.cuda.is_available())
+
+
+def test_the_embedded_extra_installs_what_the_embedded_gguf_loaders_need() -> None:
+    """The README installs `.[embedded,...]`; a fresh machine with only that must serve every embedded row
+    (Gemma-2's beam-search stand-in and DiffLM load the packaged GGUF through transformers)."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from bench.preflight import GGUF_THROUGH_TRANSFORMERS
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    names = {
+        re.split(r"[<>=\[; ]", d, maxsplit=1)[0].lower() for d in project["optional-dependencies"]["embedded"]
+    }
+    assert set(GGUF_THROUGH_TRANSFORMERS) <= names
