@@ -246,6 +246,16 @@ def _train(
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01, betas=(0.9, 0.98))
     gen = torch.Generator().manual_seed(seed)
     model.train()
+    from bench.progress import stage
+
+    with stage(f"training the embedded DLM on {spec.name}", cfg.steps, "step") as bar:
+        _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar)
+    model.eval()
+    return model, prep, time.perf_counter() - t0
+
+
+def _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar) -> None:  # noqa: ANN001, PLR0913
+    """The training loop (seeded, a fixed number of steps); `bar` shows step, loss and ETA."""
     for step in range(cfg.steps):
         lr = cfg.lr * min(1.0, (step + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * step / cfg.steps))
         for g in opt.param_groups:
@@ -270,5 +280,4 @@ def _train(
                     "seconds": round(time.perf_counter() - t0, 1),
                 }
             )
-    model.eval()
-    return model, prep, time.perf_counter() - t0
+        bar.update(1, loss=round(float(loss.detach()), 3))
