@@ -229,3 +229,29 @@ def test_skeleton_fills_go_through_the_call_cache(tmp_path: Path) -> None:
     assert [s.text for s in again.samples] == [s.text for s in uncached.samples]
     other_knobs = LLaDASkeletonSystem({"steps": 5}).generate(spec, 4, 3, cached)
     assert other_knobs.usage.cache_hits == 0  # sampler knobs are part of the key
+
+
+def _train_in_a_worker(cache_dir: str, barrier: object, out: object) -> None:
+    spec = load("multiwoz/train")
+    barrier.wait()  # type: ignore[attr-defined]
+    backend = EmbeddedMDLMBackend.from_spec(
+        {"params": TINY}, SimpleNamespace(cache_dir=Path(cache_dir), task=spec, seed=5)
+    )
+    out.put(backend.loaded_from_cache)  # type: ignore[attr-defined]
+
+
+@needs_data
+def test_two_workers_that_need_one_model_train_it_once(tmp_path: Path) -> None:
+    """The Table 1 run trained Self-Instruct's model twice at once (llada and promptbreeder cells)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_train_in_a_worker, args=(str(tmp_path), barrier, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert sorted([out.get(timeout=5), out.get(timeout=5)]) == [False, True]  # one trained, one loaded
+    assert len(list((tmp_path / "mdlm").iterdir())) == 1

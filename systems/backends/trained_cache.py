@@ -8,6 +8,7 @@ half a model. The two baselines trained per task (Diffusion-LM, DiffLM) use the 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -15,7 +16,8 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench.types import JSON, TaskSpec
@@ -40,13 +42,46 @@ def cache_key(parts: JSON) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
 
 
+@contextmanager
+def training_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock (`<cache>/.locks/<kind>-<key>.lock`) while checking for and training one model.
+
+    Two workers that need the same per-task model (`llada` and `aod` on one task) used to both train it:
+    seven minutes of a 2-core machine spent twice on Self-Instruct in the Table 1 run. The second worker
+    now waits, then finds the first one's folder. flock is released by the kernel when its holder dies, so
+    a killed worker never leaves a stale lock.
+    """
+    locks = folder.parent.parent / ".locks"  # beside the model folders, never inside one kind's listing
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{folder.parent.name}-{folder.name}.lock", "a+b") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            from bench.progress import stage
+
+            with stage(f"waiting for another worker to train {folder.parent.name}/{folder.name}", unit="s"):
+                fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def cached_folder(cache_dir: Path, kind: str, key: str, train: Callable[[Path], JSON]) -> tuple[Path, bool]:
     """(folder, loaded_from_cache). On a miss `train(tmp)` writes its files into `tmp` and returns the meta
-    dict, which is written as `meta.json`; the folder is then renamed into place. If another process
-    finished first, its folder is kept and ours discarded (same key = same weights)."""
+    dict, which is written as `meta.json`; the folder is then renamed into place. Training runs under
+    `training_lock`, so concurrent workers train a model once; the rename keeps readers from ever seeing
+    half a model."""
     folder = Path(cache_dir) / kind / key
     if (folder / "meta.json").exists():
         return folder, True
+    with training_lock(folder):
+        if (folder / "meta.json").exists():  # another worker trained it while we waited
+            return folder, True
+        return _train_into(folder, key, train), False
+
+
+def _train_into(folder: Path, key: str, train: Callable[[Path], JSON]) -> Path:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{key}-"))
     try:
@@ -59,7 +94,7 @@ def cached_folder(cache_dir: Path, kind: str, key: str, train: Callable[[Path], 
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return folder, False
+    return folder
 
 
 class TrainProgress:

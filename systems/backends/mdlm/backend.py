@@ -185,16 +185,31 @@ class EmbeddedMDLMBackend:
     ) -> EmbeddedMDLMBackend:
         key = cls.cache_key(task, params, seed)
         folder = cache_dir / "mdlm" / key
+        if not (folder / "meta.json").exists():
+            from systems.backends.trained_cache import training_lock
+
+            with training_lock(folder):  # concurrent workers train this model once
+                if not (folder / "meta.json").exists():
+                    return cls._train_and_store(task, params, folder, key, seed)
+        return cls._load(task, params, folder, seed)
+
+    @classmethod
+    def _load(cls, task: TaskSpec, params: MDLMParams, folder: Path, seed: int) -> EmbeddedMDLMBackend:
         cfg = params.train_config()
-        if (folder / "meta.json").exists():
-            meta = json.loads((folder / "meta.json").read_text())
-            prep = prepare(task, cfg, BPETokenizer.load(folder / "tokenizer.json"))
-            model = MaskedDiffusionTransformer(ModelConfig(**meta["model_config"]))
-            model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
-            model.eval()
-            return cls(
-                model, prep, params, data_fingerprint(task), seed, meta["train_seconds"], True, meta["log"]
-            )
+        meta = json.loads((folder / "meta.json").read_text())
+        prep = prepare(task, cfg, BPETokenizer.load(folder / "tokenizer.json"))
+        model = MaskedDiffusionTransformer(ModelConfig(**meta["model_config"]))
+        model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
+        model.eval()
+        return cls(
+            model, prep, params, data_fingerprint(task), seed, meta["train_seconds"], True, meta["log"]
+        )
+
+    @classmethod
+    def _train_and_store(
+        cls, task: TaskSpec, params: MDLMParams, folder: Path, key: str, seed: int
+    ) -> EmbeddedMDLMBackend:
+        cfg = params.train_config()
         log: list[JSON] = []
         model, prep, seconds = train_model(task, cfg, seed, log)
         folder.parent.mkdir(parents=True, exist_ok=True)
