@@ -105,6 +105,18 @@ def backend(folder: Path, **params: object) -> LLaDAHFBackend:
     )
 
 
+class OneBackend:
+    """A run context whose every role is served by one backend."""
+
+    profile_name = "test"
+
+    def __init__(self, be: LLaDAHFBackend, cache_dir: Path) -> None:
+        self.be, self.cache_dir = be, str(cache_dir)
+
+    def backend(self, role: str, task: TaskSpec | None = None) -> LLaDAHFBackend:
+        return self.be
+
+
 def test_missing_weights_raise_backend_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(BackendUnavailable, match="huggingface-cli download GSAI-ML/LLaDA-8B-Instruct"):
@@ -155,15 +167,8 @@ def test_skeleton_constraints_make_even_a_random_model_schema_valid(tiny_dir: Pa
 
     be = backend(tiny_dir, gen_length=48)
 
-    class Ctx:
-        profile_name = "test"
-        cache_dir = str(tiny_dir)
-
-        def backend(self, role: str, task: TaskSpec | None = None) -> LLaDAHFBackend:
-            return be
-
     s = spec()
-    res = LLaDASkeletonSystem({"temperature": 1.0}).generate(s, 6, 0, Ctx())
+    res = LLaDASkeletonSystem({"temperature": 1.0}).generate(s, 6, 0, OneBackend(be, tiny_dir))
     assert [x.index for x in res.samples] == list(range(6))
     for x in res.samples:
         rec = json.loads(x.text)
@@ -192,15 +197,8 @@ def test_canvas_comes_from_the_task_when_no_gen_length_is_set(tiny_dir: Path) ->
 
     be.generate = spy  # type: ignore[method-assign]
 
-    class Ctx:
-        profile_name = "test"
-        cache_dir = str(tiny_dir)
-
-        def backend(self, role: str, task: TaskSpec | None = None) -> LLaDAHFBackend:
-            return be
-
     s = spec()
-    res = LLaDASystem({"k_shots": 0}).generate(s, 2, 0, Ctx())
+    res = LLaDASystem({"k_shots": 0}).generate(s, 2, 0, OneBackend(be, tiny_dir))
     assert len(res.samples) == 2
     assert {x["gen_length"] for x in seen} == {task_max_tokens(s)}
     # blocks never outnumber the steps, and the block is the smallest multiple of 32 that does it
