@@ -110,6 +110,16 @@ class ARSystem:
         bs = self.params.batch_size
         preset = ctx.model_spec(self.role).get("sampling")
         retry = self.limit_is_default(preset) and not self.grammar
+        # A backend that stops at the record generates what the retry would, at once: a completed record
+        # ends its generation either way, and a run-on sample draws the same tokens (same seed and index)
+        # up to twice the limit, without paying for the first attempt (docs/systems-ar.md).
+        direct = retry and self.params.stop_at_record and getattr(backend, "stops_at_record", False) is True
+        if direct:
+            requests = [
+                replace(r, params=replace(r.params, max_tokens=r.params.max_tokens * RETRY_FACTOR))
+                for r in requests
+            ]
+            retry = False
         retried = 0
         for start in range(0, n, bs):
             batch = requests[start : start + bs]
@@ -117,7 +127,9 @@ class ARSystem:
             for comp in completions:
                 usage.add_call(comp.tokens_in, comp.tokens_out, comp.cached, cost_usd=comp.cost_usd)
             limits = [
-                {"max_tokens": r.params.max_tokens, "source": "task" if retry else "set"} for r in batch
+                {"max_tokens": r.params.max_tokens, "source": "task" if retry or direct else "set"}
+                | ({"policy": "twice the task limit, stopped at the record"} if direct else {})
+                for r in batch
             ]
             if retry:  # a cut-off at our own default limit is never charged: once more at twice the limit
                 cut = [j for j, c in enumerate(completions) if _cut_before_a_record(c)]
@@ -158,7 +170,8 @@ class ARSystem:
                 "n": n,
                 "seed": seed,
                 "max_tokens": requests[0].params.max_tokens if requests else None,
-                "max_tokens_source": "task" if retry else "set",
+                "max_tokens_source": "task" if retry or direct else "set",
+                "limit_policy": "direct" if direct else ("retry" if retry else "set"),
                 "retried_at_twice_the_limit": retried,
             }
         ]

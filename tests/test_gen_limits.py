@@ -11,6 +11,7 @@ import os
 import pytest
 
 from bench.tasks import load_task
+from metrics.extract import extract_record
 from systems import gen_limits
 from systems.ar import ARSystem
 
@@ -66,7 +67,7 @@ def test_a_cut_at_our_default_is_retried_at_twice_the_limit_on_the_real_model(tm
     monkeypatch.setattr("systems.ar.task_max_tokens", lambda spec: 6)  # far too small: every sample is cut
     spec = load_task("demo/booking", n_references=8, n_holdout=4)
     ctx = BenchContext(resolve_profile("embedded"), tmp_path, CallCache(tmp_path / "calls.sqlite"))
-    result = ARSystem({"temperature": 0.0, "k_shots": 0}).generate(spec, 1, 0, ctx)
+    result = ARSystem({"temperature": 0.0, "k_shots": 0, "stop_at_record": False}).generate(spec, 1, 0, ctx)
     assert result.usage.generator_calls == 2  # the sample once more at twice the limit
     for s in result.samples:
         assert s.meta["limit"] == {"max_tokens": 6, "source": "task", "retried_at": 12}
@@ -77,3 +78,27 @@ def test_a_cut_at_our_default_is_retried_at_twice_the_limit_on_the_real_model(tm
     fixed = ARSystem({"temperature": 0.0, "k_shots": 0, "max_tokens": 6}).generate(spec, 1, 0, ctx)
     assert fixed.usage.generator_calls == 1  # the user's own limit: no retry
     assert all(s.meta["limit"] == {"max_tokens": 6, "source": "set"} for s in fixed.samples)
+
+
+@pytest.mark.slow
+def test_a_backend_that_stops_at_the_record_generates_what_the_retry_would_at_once(tmp_path, monkeypatch):
+    """Twice the limit up front, stopped at the record: the same text as generate-then-retry (same seed
+    and index, so the same tokens), one call instead of two."""
+    from bench.cache import CallCache
+    from bench.context import BenchContext
+    from bench.profiles import resolve_profile
+
+    monkeypatch.setattr("systems.ar.task_max_tokens", lambda spec: 24)
+    spec = load_task("demo/booking", n_references=8, n_holdout=4)
+    ctx = BenchContext(resolve_profile("embedded"), tmp_path, CallCache(tmp_path / "calls.sqlite"))
+    params = {"temperature": 0.7, "k_shots": 0}
+    retried = ARSystem({**params, "stop_at_record": False}).generate(spec, 4, 0, ctx)
+    direct = ARSystem(params).generate(spec, 4, 0, ctx)
+    assert direct.usage.generator_calls == 4 < retried.usage.generator_calls  # at least one was cut at 24
+    assert direct.trace[0]["limit_policy"] == "direct"
+    assert all(s.meta["limit"]["max_tokens"] == 48 for s in direct.samples)
+    for r, d in zip(retried.samples, direct.samples, strict=True):
+        # the direct text is the retried one (or the first attempt's, when that already held a record),
+        # cut where its record closes
+        assert r.text.startswith(d.text)
+        assert extract_record(r.text).record == extract_record(d.text).record

@@ -89,6 +89,7 @@ class HFBackend:
     chat_template_kwargs: JSON = field(default_factory=dict)
     local_files_only: bool = False
     threads: int | None = None
+    stops_at_record = True  # honours SamplingParams.stop_at_record (a stopping criterion)
 
     @classmethod
     def from_spec(cls, spec: JSON, env: Any = None) -> HFBackend:

@@ -167,6 +167,7 @@ class LlamaCppBackend:
     chat_format: str | None = None
     _grammars: dict[str, Any] = field(default_factory=dict, repr=False)
     _file_id: str = ""
+    stops_at_record = True  # honours SamplingParams.stop_at_record (streamed; systems/ar.py relies on it)
 
     @classmethod
     def from_spec(cls, spec: JSON, env: Any = None) -> LlamaCppBackend:
