@@ -127,9 +127,14 @@ def _scored_items(source: TaskSource, holdout: tuple[JSON, ...]) -> tuple:
     return tuple(
         item
         for item in source.items
-        if not (item.meta.get("record") or {}).get("calls")
+        if not _expects_answer(item.meta.get("record") or {})
         or json.dumps(item.meta["record"], sort_keys=True, ensure_ascii=False) in held
     )
+
+
+def _expects_answer(record: JSON) -> bool:
+    """A call record with calls, or a multi-turn episode record (BFCL): the record is an answer."""
+    return bool(record.get("calls")) or "turns" in record
 
 
 def _item_task(name: str, loader: TaskFamily, source: TaskSource, opts: JSON, split_seed: int) -> TaskSpec:
