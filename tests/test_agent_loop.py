@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -164,3 +165,16 @@ def test_a_backend_that_edits_its_arguments_does_not_rewrite_the_record():
     item = next(it for it in items if any("lockDoors" in c for t in it.meta["ground_truth"] for c in t))
     result, _ = _run(item, Script(_replay(item)))
     assert json.loads(result.samples[0].text) == item.meta["record"]
+
+
+def test_the_loop_runs_from_a_suite_task_name():
+    """The loop behind the task name: `load_task` gives a multi-turn spec whose held-out items ar plays."""
+    from bench.tasks.loading import load_task
+    from systems.agent_loop import is_multi_turn
+
+    full = load_task("bfcl/multi_turn_base", n_references=None, n_holdout=None)
+    assert is_multi_turn(full) and full.items and all(it.meta["multi_turn"] for it in full.items)
+    held = {json.dumps(r, sort_keys=True) for r in full.holdout}
+    assert all(json.dumps(it.meta["record"], sort_keys=True) in held for it in full.items)
+    assert not any(json.dumps(r, sort_keys=True) in held for r in full.references)
+    assert replace(full, items=full.items[:1]).for_sample(0).meta["item_id"] == full.items[0].id
