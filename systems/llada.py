@@ -32,6 +32,7 @@ from bench.types import (
 from systems.params import validate_params
 from systems.prompting import sample_rng
 from systems.skeleton_prompt import DiffusionPrompt, default_parts, render_prompt
+from systems.tool_prompt import is_tool_item, item_prompt
 
 __all__ = ["DiffusionPrompt", "LLaDAParams", "LLaDASkeletonSystem", "LLaDASystem", "render_prompt"]
 
@@ -93,6 +94,11 @@ class LLaDASystem:
         k = min(p.k_shots, len(spec.references))
         examples = rng.sample(list(spec.references), k) if k else []
         parts = default_parts(spec, examples, with_fields=p.with_fields)
+        item = spec.item_for(index)
+        if item is not None and is_tool_item(item.meta):  # BFCL: this sample's own question and functions
+            parts.instruction = item_prompt(item.meta)
+            parts.examples = []  # the DLM is trained on these prompts without examples (a window cut
+            # from the left would drop the request first); systems/tool_prompt.py
         if p.instruction is not None:
             parts.instruction = p.instruction
         parts.notes = list(p.notes)
@@ -141,9 +147,11 @@ class LLaDASystem:
                 continue
             for r, c in zip(batch, comps, strict=True):
                 status = SampleStatus.BACKEND_ERROR if c.error else None
-                samples.append(
-                    Sample(r.sample_index, c.text, c.finish_reason, c.error, status, {"nfe": c.nfe})
-                )
+                meta = {"nfe": c.nfe}
+                item = spec.item_for(r.sample_index)
+                if item is not None:  # a per-item task: the sample names its item
+                    meta["item_id"] = item.id
+                samples.append(Sample(r.sample_index, c.text, c.finish_reason, c.error, status, meta))
                 usage.add_call(c.tokens_in, c.tokens_out, c.cached, c.nfe, c.cost_usd)
         usage.seconds = time.perf_counter() - t0
         trace = [
@@ -213,6 +221,10 @@ class LLaDASkeletonSystem(LLaDASystem):
         backend = ctx.backend(self.params.role, task=spec)  # type: ignore[call-arg]
         if not hasattr(backend, "infill"):
             raise BenchError(f"the {self.params.role!r} backend cannot infill skeletons")
+        if spec.items and is_tool_item(spec.items[0].meta):  # BFCL: per-item call skeletons, names as enums
+            from systems.skeleton_calls import infill_tool_calls
+
+            return infill_tool_calls(spec, prompts, seed, backend, self.params.knobs(skeleton=True))
         plan = backend.skeleton_plan(spec)
         trees, rows, rngs = [], [], []
         for i, prompt in enumerate(prompts):

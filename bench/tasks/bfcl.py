@@ -280,7 +280,13 @@ class BFCL:
                     id=q["id"],
                     schema=item_schema(functions),
                     instruction=item_instruction(q.get("question"), functions),
-                    meta={"functions": functions, "ground_truth": truth, "category": stem, "record": record},
+                    meta={
+                        "functions": functions,
+                        "ground_truth": truth,
+                        "category": stem,
+                        "record": record,
+                        "question": q.get("question"),
+                    },
                 )
             )
         return TaskSource(

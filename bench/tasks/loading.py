@@ -104,6 +104,8 @@ def load_task(
         "n_duplicates_dropped": duplicates,
         **source.meta,
     }
+    if source.items:  # a per-item task with answer records: the question each reference answers
+        meta["reference_items"] = _reference_items(source, references)
     return TaskSpec(
         name=name,
         instruction=source.instruction,
@@ -130,6 +132,17 @@ def _scored_items(source: TaskSource, holdout: tuple[JSON, ...]) -> tuple:
         if not _expects_answer(item.meta.get("record") or {})
         or json.dumps(item.meta["record"], sort_keys=True, ensure_ascii=False) in held
     )
+
+
+def _reference_items(source: TaskSource, references: tuple[JSON, ...]) -> list:
+    """For each reference record, the (first) item whose answer it is: a generator trained on the
+    references (the embedded DLM on BFCL) learns question -> answer pairs, never a scored item's. A
+    record that expects no answer (irrelevance: `{"calls": []}`) gets None, since its items are scored."""
+    first: dict[str, object] = {}
+    for item in source.items:
+        if _expects_answer(item.meta.get("record") or {}):
+            first.setdefault(json.dumps(item.meta["record"], sort_keys=True, ensure_ascii=False), item)
+    return [first.get(json.dumps(r, sort_keys=True, ensure_ascii=False)) for r in references]
 
 
 def _expects_answer(record: JSON) -> bool:
