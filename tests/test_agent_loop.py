@@ -178,3 +178,19 @@ def test_the_loop_runs_from_a_suite_task_name():
     assert all(json.dumps(it.meta["record"], sort_keys=True) in held for it in full.items)
     assert not any(json.dumps(r, sort_keys=True) in held for r in full.references)
     assert replace(full, items=full.items[:1]).for_sample(0).meta["item_id"] == full.items[0].id
+
+
+def test_absurd_arguments_cannot_hang_or_leak_into_the_process():
+    import decimal
+
+    from bench.tasks.bfcl_env import BFCLEnvironment
+
+    env = BFCLEnvironment({}, ["MathAPI"])
+    before = decimal.getcontext().prec
+    ex = env.execute("power", {"base": 9, "exponent": 999999999})
+    assert ex.raised and "outside the harness's bound" in ex.result
+    ok = env.execute("square_root", {"number": 2, "precision": 5})
+    assert not ok.raised and "1.4142" in ok.result
+    assert decimal.getcontext().prec == before  # MathAPI's precision does not leak
+    huge = env.execute("power", {"base": 10, "exponent": 999})  # a 1000-digit int: still rendered
+    assert not huge.raised

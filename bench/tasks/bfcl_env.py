@@ -14,6 +14,11 @@ arguments as keyword arguments. Everything else follows upstream's `execute_mult
   raises gives `"Error during execution: <message>"`, as upstream, and is flagged `raised` so metrics
   can count it as the model's failure (a call to an unknown name raises NameError upstream: same text).
 
+Departures, so that no model output can hang or poison the harness: `exponent` and `precision` arguments
+past `COST_BOUNDS` are refused (upstream would compute 9**999999999); the process-wide decimal context
+and mpmath precision that MathAPI sets are restored after every call (upstream lets them leak into later
+calls and items).
+
 Why not call upstream's executor: it keeps instances in its module's globals under a name built from the
 model name and item id, so two episodes of the same item in one process would share state, and it
 `eval`s the model's text.
@@ -22,6 +27,7 @@ model name and item id, so two episodes of the same item in one process would sh
 from __future__ import annotations
 
 import copy
+import decimal
 import importlib
 import inspect
 import json
@@ -47,6 +53,27 @@ CLASS_MODULES: dict[str, str] = {
 STATELESS_CLASSES = frozenset({"MathAPI"})
 #: Upstream refuses these method names before executing (multi_turn_utils.execute_multi_turn_func_call).
 FORBIDDEN = frozenset({"kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run"})
+
+
+#: Parameters whose value sets how much work a backend does (MathAPI: a big-integer power, a decimal or
+#: mpmath precision); a model's absurd value (`exponent: 999999999`) would hang the process, so a call
+#: past the bound is refused with an error the model sees (no ground-truth call comes near: <= 10).
+COST_BOUNDS: dict[str, int] = {"exponent": 1000, "precision": 1000}
+
+
+def _mpmath_dps() -> int | None:
+    try:
+        import mpmath
+    except ImportError:
+        return None
+    return int(mpmath.mp.dps)
+
+
+def _restore_mpmath_dps(dps: int | None) -> None:
+    if dps is not None:
+        import mpmath
+
+        mpmath.mp.dps = dps
 
 
 def backend_class(class_name: str) -> type:
@@ -116,11 +143,21 @@ class BFCLEnvironment:
         if name not in self.methods:
             return Execution(name, arguments, f"Error during execution: name '{name}' is not defined", True)
         _, method = self.methods[name]
+        for param, bound in COST_BOUNDS.items():
+            v = arguments.get(param)
+            if isinstance(v, int | float) and not isinstance(v, bool) and not abs(v) <= bound:
+                msg = f"Error during execution: {param}={v!r} is outside the harness's bound (|{param}| <= {bound})"
+                return Execution(name, arguments, msg, True)
+        saved_decimal, saved_dps = decimal.getcontext().copy(), _mpmath_dps()
         try:  # copies: some backends edit their list arguments in place, which would rewrite the record
             result = method(*copy.deepcopy(args), **copy.deepcopy(arguments))
+            text = stringify(result)
         except Exception as exc:  # the model's call was wrong (bad arguments, bad types): upstream's text
             return Execution(name, arguments, f"Error during execution: {exc}", True)
-        return Execution(name, arguments, stringify(result))
+        finally:  # MathAPI sets the process-wide decimal precision and mpmath's dps: never let them leak
+            decimal.setcontext(saved_decimal)
+            _restore_mpmath_dps(saved_dps)
+        return Execution(name, arguments, text)
 
     def state(self, class_name: str) -> JSON:
         """The public attributes of one instance: what BFCL's state checker compares."""
