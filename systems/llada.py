@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from bench.errors import BenchError
 from bench.hashing import stable_hash
@@ -29,6 +29,7 @@ from bench.types import (
     TaskSpec,
     Usage,
 )
+from systems.agent_loop import AgentLoopParams, is_multi_turn, run_agent_loop
 from systems.params import validate_params
 from systems.prompting import sample_rng
 from systems.skeleton_prompt import DiffusionPrompt, default_parts, render_prompt
@@ -37,8 +38,9 @@ from systems.tool_prompt import is_tool_item, item_prompt
 __all__ = ["DiffusionPrompt", "LLaDAParams", "LLaDASkeletonSystem", "LLaDASystem", "render_prompt"]
 
 
-class LLaDAParams(BaseModel):
-    """Prompting and LLaDA sampling settings; unset sampler knobs fall back to the backend's defaults."""
+class LLaDAParams(AgentLoopParams):
+    """Prompting and LLaDA sampling settings; unset sampler knobs fall back to the backend's defaults
+    (and the agent loop's settings, on multi-turn tasks)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -109,7 +111,22 @@ class LLaDASystem:
         return [render_prompt(self.prompt_parts(spec, seed, i)) for i in range(n)]
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        if is_multi_turn(spec):  # BFCL multi-turn: the agent loop, the DLM trained on reference rounds
+            return self.agent_loop(spec, n, seed, ctx)
         return self.generate_from_prompts(spec, self.prompts(spec, n, seed), seed, ctx)
+
+    def agent_loop(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        """One episode per sample (systems/agent_loop.py) with `DLMPolicy` (systems/agent_steps.py)."""
+        from systems.agent_steps import DLMPolicy, step_task
+
+        backend = ctx.backend(self.params.role, task=step_task(spec))  # type: ignore[call-arg]
+        knobs = self.params.knobs()
+        temperature = knobs.pop("temperature", None)
+        sp = SamplingParams(
+            temperature=temperature if temperature is not None else _backend_temperature(backend),
+            extra=tuple(sorted(knobs.items())),
+        )
+        return run_agent_loop(spec, n, seed, DLMPolicy(backend, sp), self.params.loop_limits(), self.name)
 
     def generate_from_prompts(
         self, spec: TaskSpec, prompts: Sequence[str], seed: int, ctx: RunContext
@@ -210,6 +227,10 @@ class LLaDASkeletonSystem(LLaDASystem):
         super().__init__({"k_shots": 0, **(params or {})})
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        if is_multi_turn(spec):
+            raise BenchError(
+                "llada-skeleton does not drive the multi-turn agent loop (bfcl/multi_turn_base); use llada"
+            )
         return self.infill_from_prompts(spec, self.prompts(spec, n, seed), seed, ctx)
 
     def infill_from_prompts(

@@ -117,6 +117,8 @@ def item_prompts(spec: TaskSpec) -> list[str | None]:
     lets the DLM answer a held-out question. Other tasks (and irrelevance records) get None."""
     from systems.tool_prompt import is_tool_item, item_prompt
 
+    if spec.meta.get("reference_prompts") is not None:  # a step task (systems/agent_steps.py)
+        return list(spec.meta["reference_prompts"])
     items = spec.meta.get("reference_items") or [None] * len(spec.references)
     return [item_prompt(it.meta) if it is not None and is_tool_item(it.meta) else None for it in items]
 
