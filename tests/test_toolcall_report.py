@@ -31,7 +31,9 @@ def _run(tmp_path, dlm_acc, ar_acc):
         usage[("dlm", "bfcl/multiple", k)] = {"seconds": 2.0, "nfe": 48}
         usage[("ar", "bfcl/simple_python", k)] = {"seconds": 8.0}
         usage[("ar", "bfcl/multiple", k)] = {"seconds": 4.0}
-    return write_run(tmp_path / "run", values, seeds=SEEDS, samples=samples, usage=usage, manifest={"suite": TYPES})
+    return write_run(
+        tmp_path / "run", values, seeds=SEEDS, samples=samples, usage=usage, manifest={"suite": TYPES}
+    )
 
 
 def test_seconds_per_item_and_ratios_from_usage(tmp_path):
@@ -60,3 +62,8 @@ def test_no_matched_task_gives_no_headline(tmp_path):
     assert "no task at matched accuracy (of 2); no headline ratio" in render_markdown(run)
     files = write(run)
     assert files[0].name == "toolcalls.md" and any(p.suffix == ".png" for p in files)
+
+
+def test_two_systems_that_solve_nothing_are_not_matched(tmp_path):
+    run = _run(tmp_path, ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]), ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]))
+    assert not any(r.matched for r in speed_ratios(cell_rows(run), system_types(run)))
