@@ -9,8 +9,10 @@ tell the model's failures (scored) from the harness's (not scored).
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -167,6 +169,9 @@ def test_a_backend_that_edits_its_arguments_does_not_rewrite_the_record():
     assert json.loads(result.samples[0].text) == item.meta["record"]
 
 
+@pytest.mark.skipif(
+    not Path(os.environ.get("BENCH_DATA_DIR", "/nonexistent")).is_dir(), reason="needs BENCH_DATA_DIR"
+)
 def test_the_loop_runs_from_a_suite_task_name():
     """The loop behind the task name: `load_task` gives a multi-turn spec whose held-out items ar plays."""
     from bench.tasks.loading import load_task

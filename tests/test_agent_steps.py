@@ -9,6 +9,7 @@ learned). The end-to-end test trains a tiny DLM (seconds) and plays one conversa
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from systems.agent_loop import LoopLimits, run_agent_loop
 from systems.agent_steps import conversation_state, step_pairs, step_prompt, step_task
 
 pytest.importorskip("bfcl_eval")
+pytestmark = pytest.mark.skipif(
+    not Path(os.environ.get("BENCH_DATA_DIR", "/nonexistent")).is_dir(), reason="needs BENCH_DATA_DIR"
+)
 TINY = {"d_model": 48, "n_layers": 2, "n_heads": 2, "d_ff": 96, "train_steps": 30, "batch_size": 8}
 TINY |= {"vocab_size": 600, "max_prompt_tokens": 96}
 
