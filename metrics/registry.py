@@ -292,6 +292,39 @@ TOOLCALL_METRICS: list[str] = [name for name, *_ in _TOOLCALLS]
 for _name, _ref, _better, _summary in _TOOLCALLS:
     METRICS.register(_name, _ref, better=_better, family="toolcalls", needs=(), summary=_summary, version=1)
 
+# Opt-in multi-turn tool-call metrics for `bfcl/multi_turn_base` (metrics/multiturn.py): BFCL's state
+# checker, and the DLLM Agent study's rounds and tool invocations per solved item.
+MULTI_TURN_FAILURE_CLASSES = (
+    "invalid_episode",
+    "force_terminated",
+    "empty_turn",
+    "state_mismatch",
+    "response_mismatch",
+)
+_MULTITURN: list[tuple[str, str | None, str]] = [
+    ("multi_turn_accuracy", "up", "share of episodes passing BFCL's multi-turn state and response checks"),
+    ("rounds_per_solved", "down", "mean model queries per solved episode"),
+    ("tool_calls_per_solved", "down", "mean tool invocations per solved episode"),
+    ("rounds_per_item", None, "mean model queries per episode"),
+    ("tool_calls_per_item", None, "mean tool invocations per episode"),
+    ("tool_error_rate", "down", "share of tool invocations that raised in a backend"),
+    ("invalid_step_rate", "down", "share of model steps with no decodable call record"),
+] + [(f"mt_failure_{k}", "down", f"share of episodes failing as {k}") for k in MULTI_TURN_FAILURE_CLASSES]
+
+#: The multi-turn table's columns (reports), in this order.
+MULTI_TURN_METRICS: list[str] = [name for name, *_ in _MULTITURN]
+
+for _name, _better, _summary in _MULTITURN:
+    METRICS.register(
+        _name,
+        f"metrics.multiturn:{_name}",
+        better=_better,
+        family="toolcalls",
+        needs=(),
+        summary=_summary,
+        version=1,
+    )
+
 # Opt-in JSONSchemaBench metrics (Geng et al. 2025; metrics/jsonschemabench.py): for per-item tasks
 # (`jsonschemabench/<split>`), so in neither default list; bootstrap 95% intervals go to the cell info.
 _JSONSCHEMABENCH: list[tuple[str, str | None, str]] = [

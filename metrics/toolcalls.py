@@ -16,6 +16,7 @@ invalid_syntax (no JSON object holding a list of `{"name": str, "arguments": obj
 wrong_function, missing_required, unexpected_argument, wrong_type, wrong_value, hallucinated_call (a call
 on an irrelevance item) and call_count_mismatch. The taxonomy metrics are the share of scored samples
 (each sample is one model turn of calls) in each class; scored rows carry `ast_valid` and `failure`.
+Multi-turn items (`bfcl/multi_turn_base`) are scored by metrics/multiturn.py instead (NaN here).
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ def _classify(cell: CellView) -> list[tuple[bool | None, str | None, bool]]:
         meta = item.meta if item is not None else {}
         category = str(meta.get("category", ""))
         irrelevant = "irrelevance" in category
-        if j.harness_failure or item is None or "functions" not in meta:
+        if j.harness_failure or item is None or "functions" not in meta or meta.get("multi_turn"):
             out.append((None, None, irrelevant))
             continue
         record = j.extraction.record if j.extraction is not None else None
@@ -236,7 +237,9 @@ def _classify(cell: CellView) -> list[tuple[bool | None, str | None, bool]]:
                 failure = "wrong_value"
                 cell.info.setdefault("toolcall_check_errors", []).append(f"{item.id}: {exc}")
         out.append((failure is None, failure, irrelevant))
-        cell.row_extras[pos] = {"item_id": item.id, "ast_valid": failure is None, "failure": failure}
+        cell.row_extras.setdefault(pos, {}).update(
+            {"item_id": item.id, "ast_valid": failure is None, "failure": failure}
+        )
     cell._toolcalls = out  # type: ignore[attr-defined]
     return out
 

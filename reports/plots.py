@@ -219,6 +219,13 @@ def fidelity_privacy(df: pd.DataFrame, base: Path) -> list[Path]:
     return _save(fig, base)
 
 
+def _toolcall_plot(run_dir: Path | str, base: Path) -> list[Path]:
+    """BFCL runs: accuracy against seconds per item (reports/toolcalls.py); nothing for other runs."""
+    from reports.toolcalls import accuracy_vs_seconds
+
+    return accuracy_vs_seconds(run_dir, base)
+
+
 def plot_caption(name: str) -> tuple[str, str]:
     """(title, one-line caption) of a plot by its name in `write_plots`' result."""
     from reports.aggregate import INTERVAL_NOTE, metric_bounds
@@ -249,6 +256,11 @@ _CAPTIONS = {
         "Throughput against task success",
         "Records per second (log scale) against TSR, macro means per system: the cost of quality.",
     ),
+    "toolcall_accuracy_vs_seconds": (
+        "Tool calls: accuracy against speed",
+        "One point per system: macro-mean accuracy (AST, irrelevance or multi-turn) against the system's "
+        "own seconds per item (log scale), \u00b11 s.e. over tasks; squares are diffusion systems.",
+    ),
     "fidelity_privacy": (
         "Fidelity against privacy",
         "Distribution fidelity (marginal_fidelity, else MAUVE) against the share of records closer to a "
@@ -275,6 +287,7 @@ def write_plots(run_dir: Path | str, df: pd.DataFrame | None = None) -> dict[str
         ("reward_curves", reward_curves(run_dir, out_dir / "reward_curves")),
         ("throughput_vs_tsr", throughput_vs_tsr(run_dir, df, out_dir / "throughput_vs_tsr")),
         ("fidelity_privacy", fidelity_privacy(df, out_dir / "fidelity_privacy")),
+        ("toolcall_accuracy_vs_seconds", _toolcall_plot(run_dir, out_dir / "toolcall_accuracy_vs_seconds")),
     ):
         if files:
             plots[name] = files

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from bench.types import (
     Completion,
@@ -21,14 +22,15 @@ from bench.types import (
     TaskSpec,
     Usage,
 )
+from systems.agent_loop import AgentLoopParams, Messages, is_multi_turn, run_agent_loop
 from systems.gen_limits import RETRY_FACTOR, task_max_tokens
 from systems.item_grammar import item_meta
 from systems.params import validate_params
 from systems.prompting import PromptParts, choose_examples, sample_rng
 
 
-class ARParams(BaseModel):
-    """Decoding and prompting settings of the `ar` system."""
+class ARParams(AgentLoopParams):
+    """Decoding and prompting settings of the `ar` system (and the agent loop's, on multi-turn tasks)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -102,6 +104,9 @@ class ARSystem:
         return requests, shots
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        if is_multi_turn(spec):  # BFCL multi-turn: one episode of the agent loop per sample
+            policy = ChatPolicy(self, ctx.backend(self.role), spec, ctx.model_spec(self.role).get("sampling"))
+            return run_agent_loop(spec, n, seed, policy, self.params.loop_limits(), type(self).__name__)
         backend = ctx.backend(self.role)
         requests, shots = self.build_requests(spec, n, seed, ctx.model_spec(self.role).get("sampling"))
         usage = Usage()
@@ -186,3 +191,29 @@ def _cut_before_a_record(comp: Completion) -> bool:
     from metrics.extract import extract_record
 
     return extract_record(comp.text, comp.finish_reason).record is None
+
+
+class ChatPolicy:
+    """The agent loop's policy for a chat backend: the conversation as chat turns, one reply per round.
+
+    Decoding settings are the system's own for one step: the task is the item with its step call schema
+    and, as references, the steps of the task's reference episodes (so the default token limit fits a
+    step, and `ar-grammar` compiles the step schema into its grammar)."""
+
+    def __init__(self, system: ARSystem, backend: Any, spec: TaskSpec, preset: dict | None):
+        self.system, self.backend, self.preset = system, backend, preset
+        self.steps = tuple(step for ep in spec.references for turn in ep.get("turns", []) for step in turn)
+        self._params: dict[str, SamplingParams] = {}
+
+    def sampling(self, item: TaskSpec) -> SamplingParams:
+        key = str(item.meta.get("item_id"))
+        if key not in self._params:
+            step = replace(item, schema=item.meta["call_schema"], references=self.steps or item.references)
+            self._params[key] = self.system.sampling(step, self.preset)
+        return self._params[key]
+
+    def reply(
+        self, item: TaskSpec, messages: Messages, seed: int, sample_index: int, round_index: int
+    ) -> Completion:
+        request = GenerationRequest(messages, self.sampling(item), seed, sample_index)
+        return self.backend.generate([request])[0]

@@ -31,6 +31,7 @@ from pydantic import Field
 
 from bench.hashing import canonical_json, stable_hash
 from bench.types import JSON, GenerationResult, RunContext, SamplingParams, TaskSpec
+from systems.agent_loop import is_multi_turn
 from systems.ar import ARParams, ARSystem
 from systems.backends.grammar import (
     GRAMMAR_KEY,
@@ -181,6 +182,8 @@ class ARGrammarSystem(ARSystem):
         return super().build_requests(spec, n, seed, preset)
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        if is_multi_turn(spec):  # BFCL multi-turn: the agent loop, each step under the step schema's grammar
+            return super().generate(spec, n, seed, ctx)
         if spec.items:  # JSONSchemaBench: one grammar per item, a refused schema is a scored sample
             from systems.item_grammar import generate_items
 

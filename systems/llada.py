@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from bench.errors import BenchError
 from bench.hashing import stable_hash
@@ -29,15 +29,18 @@ from bench.types import (
     TaskSpec,
     Usage,
 )
+from systems.agent_loop import AgentLoopParams, is_multi_turn, run_agent_loop
 from systems.params import validate_params
 from systems.prompting import sample_rng
 from systems.skeleton_prompt import DiffusionPrompt, default_parts, render_prompt
+from systems.tool_prompt import is_tool_item, item_prompt
 
 __all__ = ["DiffusionPrompt", "LLaDAParams", "LLaDASkeletonSystem", "LLaDASystem", "render_prompt"]
 
 
-class LLaDAParams(BaseModel):
-    """Prompting and LLaDA sampling settings; unset sampler knobs fall back to the backend's defaults."""
+class LLaDAParams(AgentLoopParams):
+    """Prompting and LLaDA sampling settings; unset sampler knobs fall back to the backend's defaults
+    (and the agent loop's settings, on multi-turn tasks)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -93,6 +96,11 @@ class LLaDASystem:
         k = min(p.k_shots, len(spec.references))
         examples = rng.sample(list(spec.references), k) if k else []
         parts = default_parts(spec, examples, with_fields=p.with_fields)
+        item = spec.item_for(index)
+        if item is not None and is_tool_item(item.meta):  # BFCL: this sample's own question and functions
+            parts.instruction = item_prompt(item.meta)
+            parts.examples = []  # the DLM is trained on these prompts without examples (a window cut
+            # from the left would drop the request first); systems/tool_prompt.py
         if p.instruction is not None:
             parts.instruction = p.instruction
         parts.notes = list(p.notes)
@@ -103,7 +111,22 @@ class LLaDASystem:
         return [render_prompt(self.prompt_parts(spec, seed, i)) for i in range(n)]
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        if is_multi_turn(spec):  # BFCL multi-turn: the agent loop, the DLM trained on reference rounds
+            return self.agent_loop(spec, n, seed, ctx)
         return self.generate_from_prompts(spec, self.prompts(spec, n, seed), seed, ctx)
+
+    def agent_loop(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        """One episode per sample (systems/agent_loop.py) with `DLMPolicy` (systems/agent_steps.py)."""
+        from systems.agent_steps import DLMPolicy, step_task
+
+        backend = ctx.backend(self.params.role, task=step_task(spec))  # type: ignore[call-arg]
+        knobs = self.params.knobs()
+        temperature = knobs.pop("temperature", None)
+        sp = SamplingParams(
+            temperature=temperature if temperature is not None else _backend_temperature(backend),
+            extra=tuple(sorted(knobs.items())),
+        )
+        return run_agent_loop(spec, n, seed, DLMPolicy(backend, sp), self.params.loop_limits(), self.name)
 
     def generate_from_prompts(
         self, spec: TaskSpec, prompts: Sequence[str], seed: int, ctx: RunContext
@@ -149,9 +172,11 @@ class LLaDASystem:
                 continue
             for r, c in zip(batch, comps, strict=True):
                 status = SampleStatus.BACKEND_ERROR if c.error else None
-                samples.append(
-                    Sample(r.sample_index, c.text, c.finish_reason, c.error, status, {"nfe": c.nfe})
-                )
+                meta = {"nfe": c.nfe}
+                item = spec.item_for(r.sample_index)
+                if item is not None:  # a per-item task: the sample names its item
+                    meta["item_id"] = item.id
+                samples.append(Sample(r.sample_index, c.text, c.finish_reason, c.error, status, meta))
                 usage.add_call(c.tokens_in, c.tokens_out, c.cached, c.nfe, c.cost_usd)
         usage.seconds = time.perf_counter() - t0
         trace = [
@@ -210,6 +235,10 @@ class LLaDASkeletonSystem(LLaDASystem):
         super().__init__({"k_shots": 0, **(params or {})})
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
+        if is_multi_turn(spec):
+            raise BenchError(
+                "llada-skeleton does not drive the multi-turn agent loop (bfcl/multi_turn_base); use llada"
+            )
         return self.infill_from_prompts(spec, self.prompts(spec, n, seed), seed, ctx)
 
     def infill_from_prompts(
@@ -221,6 +250,10 @@ class LLaDASkeletonSystem(LLaDASystem):
         backend = ctx.backend(self.params.role, task=spec)  # type: ignore[call-arg]
         if not hasattr(backend, "infill"):
             raise BenchError(f"the {self.params.role!r} backend cannot infill skeletons")
+        if spec.items and is_tool_item(spec.items[0].meta):  # BFCL: per-item call skeletons, names as enums
+            from systems.skeleton_calls import infill_tool_calls
+
+            return infill_tool_calls(spec, prompts, seed, backend, self.params.knobs(skeleton=True))
         plan = backend.skeleton_plan(spec)
         trees, rows, rngs = [], [], []
         for i, prompt in enumerate(prompts):

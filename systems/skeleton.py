@@ -133,6 +133,10 @@ class SkeletonPlan:
             if len(st.samples) < 200:
                 st.samples.append(v)
 
+    def tokens(self, text: str) -> int:
+        """Token count of `text` in the plan's tokenizer (slot budgets are in these tokens)."""
+        return self._count(text)
+
     # ------------------------------------------------------------------ slots
     def slot(self, path: str, kind: str, schema: JSON) -> Slot:
         key = (path, kind)

@@ -224,7 +224,8 @@ def _read(stem: str, answers: bool, data_dir: Path | None) -> SourceFile | None:
 
 @dataclass(frozen=True)
 class BFCL:
-    """Loader for `bfcl/<category>` (single-turn AST categories)."""
+    """Loader for `bfcl/<category>`: single-turn AST categories, and `multi_turn_base`
+    (bench.tasks.bfcl_multi_turn)."""
 
     family: str = "bfcl"
     version: str = "1"
@@ -232,13 +233,21 @@ class BFCL:
     options_doc: dict[str, str] = field(default_factory=dict)
 
     def variants(self, data_dir: Path | None) -> list[str]:
-        return [c for c, stem in CATEGORIES.items() if _read(stem, False, data_dir) is not None]
+        from .bfcl_multi_turn import MULTI_TURN_CATEGORIES
+
+        single = [c for c, stem in CATEGORIES.items() if _read(stem, False, data_dir) is not None]
+        return single + [c for c in MULTI_TURN_CATEGORIES if _read(c, False, data_dir) is not None]
 
     def read(self, variant: str, data_dir: Path | None, options: JSON) -> TaskSource:
         name = f"bfcl/{variant}"
         check_options(name, options, self.options_doc)
+        from .bfcl_multi_turn import MULTI_TURN_CATEGORIES, read_multi_turn
+
+        if variant in MULTI_TURN_CATEGORIES:
+            return read_multi_turn(variant, data_dir)
         if variant not in CATEGORIES:
-            raise DataError(f"task {name!r}: unknown BFCL category; known: {', '.join(CATEGORIES)}")
+            known = ", ".join([*CATEGORIES, *MULTI_TURN_CATEGORIES])
+            raise DataError(f"task {name!r}: unknown BFCL category; known: {known}")
         stem = CATEGORIES[variant]
         questions_file = _read(stem, False, data_dir)
         if questions_file is None:
@@ -271,7 +280,13 @@ class BFCL:
                     id=q["id"],
                     schema=item_schema(functions),
                     instruction=item_instruction(q.get("question"), functions),
-                    meta={"functions": functions, "ground_truth": truth, "category": stem, "record": record},
+                    meta={
+                        "functions": functions,
+                        "ground_truth": truth,
+                        "category": stem,
+                        "record": record,
+                        "question": q.get("question"),
+                    },
                 )
             )
         return TaskSource(

@@ -104,6 +104,8 @@ def load_task(
         "n_duplicates_dropped": duplicates,
         **source.meta,
     }
+    if source.items:  # a per-item task with answer records: the question each reference answers
+        meta["reference_items"] = _reference_items(source, references)
     return TaskSpec(
         name=name,
         instruction=source.instruction,
@@ -127,9 +129,25 @@ def _scored_items(source: TaskSource, holdout: tuple[JSON, ...]) -> tuple:
     return tuple(
         item
         for item in source.items
-        if not (item.meta.get("record") or {}).get("calls")
+        if not _expects_answer(item.meta.get("record") or {})
         or json.dumps(item.meta["record"], sort_keys=True, ensure_ascii=False) in held
     )
+
+
+def _reference_items(source: TaskSource, references: tuple[JSON, ...]) -> list:
+    """For each reference record, the (first) item whose answer it is: a generator trained on the
+    references (the embedded DLM on BFCL) learns question -> answer pairs, never a scored item's. A
+    record that expects no answer (irrelevance: `{"calls": []}`) gets None, since its items are scored."""
+    first: dict[str, object] = {}
+    for item in source.items:
+        if _expects_answer(item.meta.get("record") or {}):
+            first.setdefault(json.dumps(item.meta["record"], sort_keys=True, ensure_ascii=False), item)
+    return [first.get(json.dumps(r, sort_keys=True, ensure_ascii=False)) for r in references]
+
+
+def _expects_answer(record: JSON) -> bool:
+    """A call record with calls, or a multi-turn episode record (BFCL): the record is an answer."""
+    return bool(record.get("calls")) or "turns" in record
 
 
 def _item_task(name: str, loader: TaskFamily, source: TaskSource, opts: JSON, split_seed: int) -> TaskSpec:

@@ -116,6 +116,11 @@ def data_fingerprint(spec: TaskSpec) -> str:
     )
     for r in spec.references:
         h.update(json.dumps(r, sort_keys=True, ensure_ascii=False).encode())
+    from systems.backends.mdlm.train import item_prompts
+
+    prompts = item_prompts(spec)
+    if any(p is not None for p in prompts):  # per-item tasks train on questions too (unchanged otherwise)
+        h.update(json.dumps(prompts, ensure_ascii=False).encode())
     return h.hexdigest()
 
 

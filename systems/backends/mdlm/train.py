@@ -27,7 +27,14 @@ from systems.backends.mdlm.model import MaskedDiffusionTransformer, ModelConfig
 from systems.backends.mdlm.tokenizer import SPECIALS, BPETokenizer, train_bpe
 from systems.skeleton import SkeletonPlan, leaves, segments
 from systems.skeleton_infill import training_tokens
-from systems.skeleton_prompt import render_prompt, training_example, training_parts, value_pools
+from systems.skeleton_prompt import (
+    DiffusionPrompt,
+    render_prompt,
+    top_fields,
+    training_example,
+    training_parts,
+    value_pools,
+)
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,7 @@ def prepare(spec: TaskSpec, cfg: TrainConfig, tok: BPETokenizer | None = None) -
         texts = [record_text(r) for r in spec.references]
         rng = random.Random(0)
         texts += [render_prompt(training_parts(spec, r, rng)) for r in spec.references]
+        texts += [p for p in item_prompts(spec) if p is not None]
         tok = train_bpe(texts, cfg.vocab_size)
     plan = SkeletonPlan(spec.schema, spec.references, lambda s: len(tok.encode(s)), cfg.max_slot_tokens)
     nat = sorted(len(tok.encode(record_text(r))) + 1 for r in spec.references)
@@ -100,6 +108,19 @@ def prepare(spec: TaskSpec, cfg: TrainConfig, tok: BPETokenizer | None = None) -
     skel.sort()
     s95 = skel[min(len(skel) - 1, int(0.95 * len(skel)))]
     return Prepared(tok, plan, min(cfg.max_response_tokens, max(q95, s95, 8)), value_pools(spec.references))
+
+
+def item_prompts(spec: TaskSpec) -> list[str | None]:
+    """Per reference, the prompt of the item it answers (BFCL tool calls: systems/tool_prompt.py), or None.
+
+    A per-item task's references are answers to questions; training on (question, answer) pairs is what
+    lets the DLM answer a held-out question. Other tasks (and irrelevance records) get None."""
+    from systems.tool_prompt import is_tool_item, item_prompt
+
+    if spec.meta.get("reference_prompts") is not None:  # a step task (systems/agent_steps.py)
+        return list(spec.meta["reference_prompts"])
+    items = spec.meta.get("reference_items") or [None] * len(spec.references)
+    return [item_prompt(it.meta) if it is not None and is_tool_item(it.meta) else None for it in items]
 
 
 def skeleton_example(prep: Prepared, record: JSON) -> tuple[list[int], list[int]]:
@@ -169,8 +190,16 @@ def make_batch(
     attn = torch.zeros((cfg.batch_size, P + R), dtype=torch.bool)
     maskable = torch.zeros((cfg.batch_size, P + R), dtype=torch.bool)
     weight = torch.ones((cfg.batch_size, P + R))
+    questions = item_prompts(spec)
     for b in range(cfg.batch_size):
-        parts, rec = training_example(spec, rng.choice(spec.references), rng, prep.pools, cfg.hint_swap)
+        j = rng.randrange(len(spec.references))
+        if questions[j] is not None:  # a tool-call reference: its own question's prompt, no hints
+            parts = DiffusionPrompt(
+                instruction=questions[j], fields=top_fields(spec) if rng.random() < 0.7 else []
+            )
+            rec = spec.references[j]
+        else:
+            parts, rec = training_example(spec, spec.references[j], rng, prep.pools, cfg.hint_swap)
         p = prompt_ids(tok, render_prompt(parts), P)
         ids[b, P - len(p) : P] = torch.tensor(p)
         attn[b, P - len(p) :] = True

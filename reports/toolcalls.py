@@ -1,0 +1,313 @@
+"""Tool-call report of a run (BFCL tasks): accuracy, failure taxonomy and speed per system, the
+diffusion-against-autoregressive speed ratio at matched accuracy, and the accuracy-against-speed plot.
+
+The DLLM Agent study (arXiv 2602.07451) claims that at comparable accuracy diffusion agents are faster end
+to end; this view puts the two numbers side by side. Definitions:
+
+* **accuracy** of a cell: `ast_accuracy` on call-expecting categories, `irrelevance_accuracy` on
+  irrelevance categories, `multi_turn_accuracy` on multi-turn ones (the first of these the cell has).
+* **seconds per item**: the system's own generation time (`usage.json` seconds: model calls, sampling and,
+  in the agent loop, tool execution; not the training of a per-task model; llama.cpp loads its model on
+  the first call, under a second for SmolLM2) over the cell's samples. Cached calls take no time: time
+  a run with a fresh call cache (`--no-cache`).
+* per system and task: mean over seeds with a 95% t-interval; per system: the macro mean over tasks.
+* **speed ratio** of a diffusion system D against an AR system A on a task: A's seconds per item over D's
+  (above 1: D is faster). **Matched accuracy**: the two systems' per-seed accuracies on that task do not
+  differ significantly (paired t-test on shared seeds, p >= 0.05) *and* their means differ by at most
+  `MATCH_TOLERANCE` (0.05 absolute), and at least one of them is above 0 (two systems that solve nothing
+  are not "comparable"). The ratio is reported for every pair; the matched ones are marked,
+  and the headline ratio (geometric mean over tasks) uses matched tasks only, or says there are none.
+
+Systems are diffusion systems when their suite type is one of `DLM_TYPES`.
+
+    python -m reports.toolcalls RUN_DIR   # writes RUN_DIR/toolcalls.md and RUN_DIR/plots/toolcall_*.png
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.stats import Stat
+from bench.store import RunStore, read_jsonl
+
+DLM_TYPES = frozenset({"llada", "llada-skeleton", "aod", "diffusion-lm", "difflm"})
+ACCURACY_METRICS = ("ast_accuracy", "irrelevance_accuracy", "multi_turn_accuracy")
+MATCH_TOLERANCE = 0.05
+TABLE_FAILURES = (
+    "failure_invalid_syntax",
+    "failure_wrong_function",
+    "failure_missing_required",
+    "failure_unexpected_argument",
+    "failure_wrong_type",
+    "failure_wrong_value",
+    "failure_hallucinated_call",
+    "failure_call_count_mismatch",
+)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and math.isfinite(float(v))
+
+
+@dataclass
+class CellSpeed:
+    """One cell's accuracy and speed."""
+
+    system: str
+    task: str
+    seed: int
+    accuracy: float
+    seconds_per_item: float
+    nfe_per_item: float
+    tokens_out_per_item: float
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def cell_rows(run_dir: Path | str) -> list[CellSpeed]:
+    """Every finished tool-call cell (one with an accuracy metric) of the run."""
+    out = []
+    for cell in RunStore(run_dir).iter_cells():
+        if cell.status != "ok":
+            continue
+        acc = next((float(cell.metrics[m]) for m in ACCURACY_METRICS if _finite(cell.metrics.get(m))), None)
+        if acc is None:
+            continue
+        n = len(read_jsonl(cell.path / "samples.jsonl")) or 1
+        usage = cell.usage or {}
+        out.append(
+            CellSpeed(
+                cell.key.system,
+                cell.key.task,
+                int(cell.key.seed),
+                acc,
+                float(usage.get("seconds") or 0.0) / n,
+                float(usage.get("nfe") or 0.0) / n,
+                float(usage.get("tokens_out") or 0.0) / n,
+                {k: float(v) for k, v in cell.metrics.items() if _finite(v)},
+            )
+        )
+    return out
+
+
+def system_types(run_dir: Path | str) -> dict[str, str]:
+    manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
+    return {
+        name: str(cfg.get("type")) for name, cfg in (manifest.get("suite") or {}).get("systems", {}).items()
+    }
+
+
+def _stat(values: list[float]) -> Stat:
+    return Stat.of([v for v in values if math.isfinite(v)])
+
+
+def per_task(rows: list[CellSpeed]) -> dict[tuple[str, str], list[CellSpeed]]:
+    out: dict[tuple[str, str], list[CellSpeed]] = defaultdict(list)
+    for r in rows:
+        out[(r.system, r.task)].append(r)
+    return out
+
+
+def _paired_p(a: dict[int, float], b: dict[int, float]) -> float:
+    """Two-sided paired t-test p-value on shared seeds (NaN with fewer than two; 1.0 for no difference)."""
+    seeds = sorted(set(a) & set(b))
+    if len(seeds) < 2:
+        return math.nan
+    d = [a[s] - b[s] for s in seeds]
+    mean = sum(d) / len(d)
+    var = sum((x - mean) ** 2 for x in d) / (len(d) - 1)
+    if var == 0:
+        return 1.0 if mean == 0 else 0.0
+    from scipy import stats
+
+    t = mean / math.sqrt(var / len(d))
+    return float(2 * stats.t.sf(abs(t), len(d) - 1))
+
+
+@dataclass
+class PairRatio:
+    dlm: str
+    ar: str
+    task: str
+    ratio: float  # AR s/item over DLM s/item
+    dlm_accuracy: float
+    ar_accuracy: float
+    p_value: float
+    matched: bool
+
+
+def speed_ratios(rows: list[CellSpeed], types: dict[str, str]) -> list[PairRatio]:
+    """Every (diffusion system, AR system, task) the run has both of."""
+    cells = per_task(rows)
+    systems = sorted({r.system for r in rows})
+    dlms = [s for s in systems if types.get(s) in DLM_TYPES]
+    ars = [s for s in systems if s not in dlms]
+    out = []
+    for task in sorted({r.task for r in rows}):
+        for d in dlms:
+            for a in ars:
+                cd, ca = cells.get((d, task)), cells.get((a, task))
+                if not cd or not ca:
+                    continue
+                sd, sa = _stat([c.seconds_per_item for c in cd]), _stat([c.seconds_per_item for c in ca])
+                accd = {c.seed: c.accuracy for c in cd}
+                acca = {c.seed: c.accuracy for c in ca}
+                md, ma = sum(accd.values()) / len(accd), sum(acca.values()) / len(acca)
+                p = _paired_p(accd, acca)
+                # comparable accuracy means something only when one of them solves anything
+                matched = max(md, ma) > 0 and abs(md - ma) <= MATCH_TOLERANCE and (math.isnan(p) or p >= 0.05)
+                ratio = sa.mean / sd.mean if sd.mean > 0 else math.inf
+                out.append(PairRatio(d, a, task, ratio, md, ma, p, matched))
+    return out
+
+
+def headline(ratios: list[PairRatio], dlm: str, ar: str) -> tuple[float, int, int]:
+    """(geometric-mean ratio over matched tasks, matched tasks, tasks) for one pair."""
+    pair = [r for r in ratios if r.dlm == dlm and r.ar == ar]
+    matched = [r.ratio for r in pair if r.matched and r.ratio > 0 and math.isfinite(r.ratio)]
+    if not matched:
+        return math.nan, 0, len(pair)
+    return math.exp(sum(math.log(x) for x in matched) / len(matched)), len(matched), len(pair)
+
+
+def _fmt(v: float, digits: int = 3) -> str:
+    return "–" if not math.isfinite(v) else f"{v:.{digits}f}"
+
+
+def _ci(st: Stat) -> str:
+    if st.n == 0:
+        return "–"
+    if st.n < 2:
+        return _fmt(st.mean)
+    lo, hi = st.t_interval()
+    return f"{_fmt(st.mean)} [{_fmt(lo)}, {_fmt(hi)}]"
+
+
+def render_markdown(run_dir: Path | str) -> str:
+    """The tool-call report as Markdown (per system x task table, failures, speed ratios)."""
+    rows = cell_rows(run_dir)
+    types = system_types(run_dir)
+    cells = per_task(rows)
+    lines = [
+        "# Tool calls (BFCL)",
+        "",
+        f"Run: `{Path(run_dir).name}`. Definitions (reports/toolcalls.py):",
+        "",
+        __doc__.split("\n\n")[2].strip(),
+        "",
+    ]
+    lines += [
+        "## Accuracy and speed per system and task (mean [95% t-interval] over seeds)",
+        "",
+        "| system | type | task | seeds | accuracy | s/item | NFE/item | tokens out/item |",
+        "|---|---|---|---:|---|---:|---:|---:|",
+    ]
+    for (s, t), cs in sorted(cells.items()):
+        lines.append(
+            f"| {s} | {types.get(s, '?')} | {t} | {len(cs)} | {_ci(_stat([c.accuracy for c in cs]))} | "
+            f"{_fmt(_stat([c.seconds_per_item for c in cs]).mean, 2)} | "
+            f"{_fmt(_stat([c.nfe_per_item for c in cs]).mean, 1)} | "
+            f"{_fmt(_stat([c.tokens_out_per_item for c in cs]).mean, 1)} |"
+        )
+    failures = [m for m in TABLE_FAILURES if any(m in c.metrics for c in rows)]
+    if failures:
+        lines += [
+            "",
+            "## Failure taxonomy (share of scored samples, mean over seeds)",
+            "",
+            "| system | task | " + " | ".join(m.removeprefix("failure_") for m in failures) + " |",
+            "|---|---|" + "---:|" * len(failures),
+        ]
+        for (s, t), cs in sorted(cells.items()):
+            vals = [_fmt(_stat([c.metrics.get(m, math.nan) for c in cs]).mean, 2) for m in failures]
+            lines.append(f"| {s} | {t} | " + " | ".join(vals) + " |")
+    mt = [m for m in ("rounds_per_solved", "tool_calls_per_solved", "rounds_per_item", "tool_calls_per_item",
+                      "tool_error_rate") if any(m in c.metrics for c in rows)]  # fmt: skip
+    if mt:
+        lines += [
+            "",
+            "## Multi-turn effort (mean over seeds)",
+            "",
+            "| system | task | " + " | ".join(mt) + " |",
+        ]
+        lines.append("|---|---|" + "---:|" * len(mt))
+        for (s, t), cs in sorted(cells.items()):
+            if any(m in c.metrics for c in cs for m in mt):
+                vals = [_fmt(_stat([c.metrics.get(m, math.nan) for c in cs]).mean, 2) for m in mt]
+                lines.append(f"| {s} | {t} | " + " | ".join(vals) + " |")
+    ratios = speed_ratios(rows, types)
+    lines += ["", "## Diffusion against AR: speed ratio (AR s/item over DLM s/item; > 1: DLM faster)", ""]
+    if not ratios:
+        lines.append("No task has both a diffusion and an AR system.")
+    else:
+        lines += [
+            "| DLM | AR | task | ratio | DLM acc | AR acc | paired p | matched |",
+            "|---|---|---|---:|---:|---:|---:|---|",
+        ]
+        for r in ratios:
+            lines.append(
+                f"| {r.dlm} | {r.ar} | {r.task} | {_fmt(r.ratio, 2)} | {_fmt(r.dlm_accuracy)} | "
+                f"{_fmt(r.ar_accuracy)} | {_fmt(r.p_value)} | {'yes' if r.matched else 'no'} |"
+            )
+        lines.append("")
+        for d, a in sorted({(r.dlm, r.ar) for r in ratios}):
+            g, k, n = headline(ratios, d, a)
+            if k:
+                lines.append(
+                    f"- {d} vs {a}: {_fmt(g, 2)}x (geometric mean over the {k} of {n} tasks at matched accuracy)"
+                )
+            else:
+                lines.append(f"- {d} vs {a}: no task at matched accuracy (of {n}); no headline ratio")
+    return "\n".join(lines) + "\n"
+
+
+def accuracy_vs_seconds(run_dir: Path | str, base: Path) -> list[Path]:
+    """One point per system: macro-mean accuracy against seconds per item (log), ±1 s.e. over tasks' means."""
+    from reports.plots import _pyplot, _save
+
+    rows = cell_rows(run_dir)
+    if not rows:
+        return []
+    types = system_types(run_dir)
+    by_system: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for (s, _t), cs in per_task(rows).items():
+        by_system[s].append(
+            (_stat([c.accuracy for c in cs]).mean, _stat([c.seconds_per_item for c in cs]).mean)
+        )
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.0, 3.8))
+    for s, pts in sorted(by_system.items()):
+        acc, secs = _stat([p[0] for p in pts]), _stat([p[1] for p in pts])
+        dlm = types.get(s) in DLM_TYPES
+        ax.errorbar(
+            max(secs.mean, 1e-4), acc.mean,
+            yerr=0.0 if math.isnan(acc.sem) else acc.sem,
+            fmt="s" if dlm else "o", color="#C44E52" if dlm else "#4C72B0", capsize=3,
+        )  # fmt: skip
+        ax.annotate(
+            s, (max(secs.mean, 1e-4), acc.mean), textcoords="offset points", xytext=(5, 4), fontsize=8
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("seconds per item (log scale; lower is faster)")
+    ax.set_ylabel("accuracy (macro mean over tasks)")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title("Tool calls: accuracy against speed (squares: diffusion)", fontsize=10)
+    return _save(fig, base)
+
+
+def write(run_dir: Path | str) -> list[Path]:
+    """RUN_DIR/toolcalls.md and the plot (PNG and PDF)."""
+    run_dir = Path(run_dir)
+    md = run_dir / "toolcalls.md"
+    md.write_text(render_markdown(run_dir))
+    return [md, *accuracy_vs_seconds(run_dir, run_dir / "plots" / "toolcall_accuracy_vs_seconds")]
+
+
+if __name__ == "__main__":  # pragma: no cover - thin CLI
+    for p in write(sys.argv[1]):
+        print(p)
