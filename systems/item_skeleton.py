@@ -81,6 +81,59 @@ def draw_records(schema: Any, n: int, seed: int, max_tokens: int) -> DrawnItem:
     return DrawnItem("", tuple(records), time.perf_counter() - t0)
 
 
+_MAX_DEPTH = 16
+
+
+def plan_schema(schema: Any) -> Any:
+    """The schema as `SkeletonPlan` reads it: local `$ref`s inlined (their siblings kept), `allOf` parts
+    merged, `oneOf` read as `anyOf`, a string `const` as a one-value `enum`, boolean subschemas as `{}`.
+
+    Why: the plan looks up `type`, `properties`, `items` and `enum` directly, and real schemas reach them
+    through `$ref` and `allOf`; without this an enum behind a `$ref` becomes a free string slot. It only
+    guides the plan (slot kinds, enums); the record is judged against the original schema.
+    """
+    root = schema
+
+    def resolve(ref: str) -> Any:
+        node: Any = root
+        for token in ref[2:].split("/") if ref.startswith("#/") else []:
+            token = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and token in node:
+                node = node[token]
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                return {}
+        return node if ref.startswith("#/") or ref == "#" else {}
+
+    def walk(node: Any, depth: int) -> Any:
+        if not isinstance(node, dict) or depth > _MAX_DEPTH:
+            return {}
+        out = {k: v for k, v in node.items() if k not in ("$ref", "allOf", "oneOf")}
+        if isinstance(node.get("$ref"), str):
+            out = {**walk(resolve(node["$ref"]), depth + 1), **out}
+        for part in node.get("allOf") or []:
+            sub = walk(part, depth + 1)
+            props = {**(sub.get("properties") or {}), **(out.get("properties") or {})}
+            out = {**sub, **out, "required": sorted({*sub.get("required", []), *out.get("required", [])})}
+            if props:
+                out["properties"] = props
+        if isinstance(node.get("oneOf"), list) and "anyOf" not in out:
+            out["anyOf"] = node["oneOf"]
+        if isinstance(out.get("const"), str):
+            out.setdefault("enum", [out["const"]])
+            out.setdefault("type", "string")
+        if isinstance(out.get("properties"), dict):
+            out["properties"] = {k: walk(v, depth + 1) for k, v in out["properties"].items()}
+        if "items" in out:
+            out["items"] = walk(out["items"], depth + 1)
+        if isinstance(out.get("anyOf"), list):
+            out["anyOf"] = [walk(b, depth + 1) for b in out["anyOf"]]
+        return out
+
+    return walk(schema, 0)
+
+
 @lru_cache(maxsize=4)
 def training_task(data_dir: str, train_schemas: int, draws: int, max_tokens: int) -> TaskSpec:
     """The shared infiller's training task: drawn records of the first `train_schemas` schemas per split."""
@@ -151,7 +204,9 @@ def generate_item_skeletons(
             samples[i] = Sample(i, "", "unsupported", meta={**meta, "refused": d.reason})
             continue
         if item_id not in plans:
-            plans[item_id] = SkeletonPlan(item.schema, d.records, count, backend.params.max_slot_tokens)
+            plans[item_id] = SkeletonPlan(
+                plan_schema(item.schema), d.records, count, backend.params.max_slot_tokens
+            )
         plan = plans[item_id]
         rng = sample_rng(seed, i, "skeleton")
         tree = None
