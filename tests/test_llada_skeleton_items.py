@@ -101,3 +101,25 @@ def test_llada_skeleton_answers_real_schemas_with_one_shared_infiller(tmp_path):
     assert train.name == "jsonschemabench/drawn" and 0 < len(train.references) <= 10 * 8
     again = training_task(str(DATA_DIR), 1, 8, 192)
     assert again.fingerprint == train.fingerprint
+
+
+def test_the_plan_reads_enums_behind_refs_and_all_of():
+    from systems.item_skeleton import plan_schema
+    from systems.skeleton import SkeletonPlan
+
+    schema = {
+        "$defs": {"color": {"type": "string", "enum": ["red", "blue"]}},
+        "type": "object",
+        "allOf": [{"properties": {"mode": {"const": "fast"}}, "required": ["mode"]}],
+        "properties": {"color": {"$ref": "#/$defs/color"}, "flag": True},
+        "required": ["color"],
+    }
+    flat = plan_schema(schema)
+    assert flat["properties"]["color"]["enum"] == ["red", "blue"]
+    assert flat["properties"]["mode"]["enum"] == ["fast"] and flat["required"] == ["color", "mode"]
+    assert flat["properties"]["flag"] == {}
+    drawn = draw_records(schema, 8, seed=1, max_tokens=192)
+    plan = SkeletonPlan(flat, drawn.records, len)
+    assert plan.slot("color", "string", flat["properties"]["color"]).enum == ("red", "blue")
+    assert plan.slot("mode", "string", flat["properties"]["mode"]).enum == ("fast",)
+    assert plan_schema({"$ref": "#"}) == {}  # a self-reference ends at the depth limit, not in a loop
