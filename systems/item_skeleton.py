@@ -204,8 +204,11 @@ def generate_item_skeletons(
             samples[i] = Sample(i, "", "unsupported", meta={**meta, "refused": d.reason})
             continue
         if item_id not in plans:
+            # the benchmark asks for a JSON object (and extraction takes one), so a schema whose root
+            # also allows scalars or arrays gets object skeletons when its grammar draws any object
+            records = [r for r in d.records if isinstance(r, dict)] or list(d.records)
             plans[item_id] = SkeletonPlan(
-                plan_schema(item.schema), d.records, count, backend.params.max_slot_tokens
+                plan_schema(item.schema), records, count, backend.params.max_slot_tokens
             )
         plan = plans[item_id]
         rng = sample_rng(seed, i, "skeleton")
