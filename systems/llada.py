@@ -35,7 +35,9 @@ from systems.prompting import sample_rng
 from systems.skeleton_prompt import DiffusionPrompt, default_parts, render_prompt
 from systems.tool_prompt import is_tool_item, item_prompt
 
-__all__ = ["DiffusionPrompt", "LLaDAParams", "LLaDASkeletonSystem", "LLaDASystem", "render_prompt"]
+__all__ = [
+    "DiffusionPrompt", "LLaDAParams", "LLaDASkeletonParams", "LLaDASkeletonSystem", "LLaDASystem", "render_prompt",
+]  # fmt: skip
 
 
 class LLaDAParams(AgentLoopParams):
@@ -220,6 +222,16 @@ def _backend_temperature(backend: Any) -> float:
         return 0.0
 
 
+class LLaDASkeletonParams(LLaDAParams):
+    """`llada` params plus the per-item (JSONSchemaBench) settings of systems.item_skeleton."""
+
+    draws: int = Field(16, ge=1, description="per-item tasks: records drawn from each schema's grammar")
+    train_schemas: int = Field(
+        10, ge=1, description="per-item tasks: schemas per split whose draws train the shared infiller"
+    )
+    max_tokens: int = Field(192, ge=16, description="per-item tasks: ar-grammar's budget the bounds fit")
+
+
 class LLaDASkeletonSystem(LLaDASystem):
     """`llada-skeleton` (ours): the schema's JSON skeleton is on the canvas; the DLM fills value slots.
 
@@ -232,13 +244,19 @@ class LLaDASkeletonSystem(LLaDASystem):
     name = "llada-skeleton"
 
     def __init__(self, params: dict | None = None) -> None:
-        super().__init__({"k_shots": 0, **(params or {})})
+        self.params = validate_params(LLaDASkeletonParams, {"k_shots": 0, **(params or {})}, self.name)
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
         if is_multi_turn(spec):
             raise BenchError(
                 "llada-skeleton does not drive the multi-turn agent loop (bfcl/multi_turn_base); use llada"
             )
+        if spec.items and not is_tool_item(spec.items[0].meta):
+            # schema-only tasks (JSONSchemaBench): skeleton and infiller from the schema; BFCL's tool items
+            # take the call-skeleton path in infill_from_prompts
+            from systems.item_skeleton import generate_item_skeletons
+
+            return generate_item_skeletons(self, spec, n, seed, ctx)
         return self.infill_from_prompts(spec, self.prompts(spec, n, seed), seed, ctx)
 
     def infill_from_prompts(

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from systems.backends.grammar import GrammarLimits, UnsupportedSchema, build_grammar
-from systems.backends.grammar.compiler import ANNOTATIONS
+from systems.backends.grammar.compiler import ANNOTATIONS, is_annotation
 from systems.backends.grammar.sample import sentences
 
 # The suite run uses character (not byte) caps, unicode strings and allows empty required strings: the
@@ -59,7 +59,7 @@ def keywords(schema: Any, out: set[str] | None = None) -> set[str]:
     if not isinstance(schema, dict):
         return out
     for k, v in schema.items():
-        if k not in ANNOTATIONS and not k.startswith("x-"):
+        if k not in ANNOTATIONS and not is_annotation(k):
             out.add(k)
         if k in _MAPS and isinstance(v, dict):
             for sub in v.values():

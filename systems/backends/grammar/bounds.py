@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +82,27 @@ def byte_capped_array(node: Any) -> bool:
     return set(item) <= plain and int(item.get("minLength", 0)) <= 1 and "maxLength" not in item
 
 
+def value_children(node: dict, ptr: str, value: Any) -> Iterator[tuple[Any, str, Any]]:
+    """(subschema, pointer, member value) for each member of `value` that has a subschema of its own here.
+
+    The one descent both walkers share (`reference_caps`, `record_sizes`): an array item goes to its
+    `prefixItems` entry, else to `items` (a schema); an object member to its `properties` entry. Members
+    without one (additional properties, items past a boolean `items`) carry no cap location.
+    """
+    if isinstance(value, list):
+        prefix = node.get("prefixItems") or []
+        for i, v in enumerate(value):
+            if i < len(prefix):
+                yield prefix[i], ptr_join(ptr, "prefixItems", i), v
+            elif isinstance(node.get("items"), dict):
+                yield node["items"], ptr_join(ptr, "items"), v
+    elif isinstance(value, dict):
+        props = node.get("properties") or {}
+        for k, v in value.items():
+            if k in props:
+                yield props[k], ptr_join(ptr, "properties", k), v
+
+
 def reference_caps(schema: JSON, records: Iterable[Any]) -> ReferenceCaps:
     """Walk each record beside the schema (properties, items, prefixItems) and collect its sizes."""
     out = ReferenceCaps({})
@@ -96,23 +117,14 @@ def reference_caps(schema: JSON, records: Iterable[Any]) -> ReferenceCaps:
         elif isinstance(value, list):
             f.counts.append(len(value))
             f.texts.append(array_bytes(value))
-            prefix = node.get("prefixItems") or []
-            for i, v in enumerate(value):
-                if i < len(prefix):
-                    walk(prefix[i], ptr_join(ptr, "prefixItems", i), v)
-                elif isinstance(node.get("items"), dict):
-                    walk(node["items"], ptr_join(ptr, "items"), v)
-        elif isinstance(value, dict):
-            props = node.get("properties") or {}
-            for k, v in value.items():
-                if k in props:
-                    walk(props[k], ptr_join(ptr, "properties", k), v)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             text = repr(value)
             whole, _, frac = text.lstrip("-").partition(".")
             if "e" not in text:
                 out.int_digits = max(out.int_digits, len(whole))
                 out.frac_digits = max(out.frac_digits, len(frac))
+        for child in value_children(node, ptr, value):
+            walk(*child)
 
     for record in records:
         walk(schema, "#", record)
@@ -203,17 +215,8 @@ def record_sizes(schema: JSON, record: Any) -> dict[tuple[str, str], int]:
         elif isinstance(value, list):
             put((ptr, "maxItems"), len(value))
             put((ptr, "maxBytes"), array_bytes(value))
-            prefix = node.get("prefixItems") or []
-            for i, v in enumerate(value):
-                if i < len(prefix):
-                    walk(prefix[i], ptr_join(ptr, "prefixItems", i), v)
-                elif isinstance(node.get("items"), dict):
-                    walk(node["items"], ptr_join(ptr, "items"), v)
-        elif isinstance(value, dict):
-            props = node.get("properties") or {}
-            for k, v in value.items():
-                if k in props:
-                    walk(props[k], ptr_join(ptr, "properties", k), v)
+        for child in value_children(node, ptr, value):
+            walk(*child)
 
     walk(schema, "#", record)
     return out

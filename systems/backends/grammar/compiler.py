@@ -59,11 +59,57 @@ HANDLED = {
 }  # fmt: skip
 REFUSED = {
     "$dynamicRef": "dynamic references are not resolved",
-    "$recursiveRef": "dynamic references are not resolved",
-    "$recursiveAnchor": "dynamic references are not resolved",
-    "dependencies": "a pre-2019 keyword (use dependentRequired / dependentSchemas)",
-    "additionalItems": "a pre-2020 keyword (use prefixItems / items)",
+    "$recursiveRef": "a 2019-09 dynamic reference, which is not resolved",
+    "$recursiveAnchor": "a 2019-09 dynamic reference, which is not resolved",
+    "extends": "a draft-03 keyword (an allOf), which is not compiled",
+    "disallow": "a draft-03 keyword (a not), which is not compiled",
+    "divisibleBy": "a draft-03 keyword (a multipleOf), which is not compiled",
 }
+#: Keywords of earlier drafts that constrained instances there and are enforced in that meaning (a subset
+#: of the Draft 2020-12 language, where they are unknown and so annotations): `dependencies` (draft-04 to
+#: 07) is dependentRequired for an array value and dependentSchemas for a schema value.
+LEGACY_ENFORCED = {"dependencies"}
+#: Keywords the Draft 2020-12 validator reads although they have no validator function of their own.
+_READ_BY_OTHERS = {"then", "else", "minContains", "maxContains"}
+#: The keywords whose subschemas the judge's reference resolution (`referencing`, Draft 2020-12) walks
+#: for `$id`, `$anchor` and `$dynamicAnchor`: subschemas anywhere else are invisible to it.
+_SUB_ONE = {
+    "additionalProperties", "contains", "contentSchema", "else", "if", "items", "not", "propertyNames",
+    "then", "unevaluatedItems", "unevaluatedProperties",
+}  # fmt: skip
+_SUB_LIST = {"allOf", "anyOf", "oneOf", "prefixItems"}
+_SUB_MAP = {"$defs", "definitions", "dependentSchemas", "patternProperties", "properties"}
+
+
+def judged_keywords() -> frozenset[str]:
+    """Every keyword the judge (jsonschema's Draft 2020-12 validator) enforces or reads."""
+    from jsonschema import Draft202012Validator
+
+    return frozenset(Draft202012Validator.VALIDATORS) | _READ_BY_OTHERS
+
+
+_JUDGED: frozenset[str] | None = None
+
+
+def is_annotation(key: str) -> bool:
+    """True for a keyword that cannot constrain an instance under Draft 2020-12, so ignoring it is sound.
+
+    Draft 2020-12 Core section 6.5: implementations SHOULD treat keywords they do not support as
+    annotations (the judge, jsonschema, does). So a keyword is an annotation here unless the judge applies
+    it (then the compiler enforces or refuses it), it is a reference keyword, or it constrained instances
+    in an earlier draft (`REFUSED`, `LEGACY_ENFORCED`: enforced in that meaning or refused, so a schema
+    written for that draft never has a constraint of its author's silently dropped). This covers the
+    vocabulary's own annotations (title, default, ...), draft-04 `id` (not a base URI under 2020-12; the
+    judge resolves references without it), `additionalItems` (inert unless `items` is an array, a form
+    that is refused), vendor extensions (`x-*`, Kubernetes `_format`, Snowplow `self`, ...) and typos
+    (`minlength`), which the judge ignores as well.
+    """
+    global _JUDGED
+    if _JUDGED is None:
+        _JUDGED = judged_keywords()
+    return key not in _JUDGED and key not in HANDLED and key not in REFUSED and key not in LEGACY_ENFORCED
+
+
 ALL_TYPES = frozenset({"null", "boolean", "integer", "fraction", "string", "array", "object"})
 _TYPE_SETS = {
     "null": {"null"},
@@ -78,11 +124,31 @@ MAX_BRANCHES = 64
 # Hard ceilings whatever the schema says (a subset): llama.cpp expands x{0,N} into N rules.
 MAX_STRING = 4096
 MAX_ITEMS = 256
-_SKIP_WALK = {"enum", "const", "default", "examples"}  # values, not subschemas
 
 
 def ptr_join(ptr: str, *tokens: Any) -> str:
     return ptr + "".join("/" + str(t).replace("~", "~0").replace("/", "~1") for t in tokens)
+
+
+def _dependent_schemas(schema: dict) -> dict[str, list[tuple[str, str]]]:
+    """Key -> the pointer tokens of its dependent schemas: `dependentSchemas` and the schema form of the
+    older `dependencies` (enforced in its draft-04 to 07 meaning, a subset under 2020-12)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for kw in ("dependentSchemas", "dependencies"):
+        for key, dep in (schema.get(kw) or {}).items():
+            if kw == "dependentSchemas" or not isinstance(dep, list):
+                out.setdefault(key, []).append((kw, key))
+    return out
+
+
+def _dependent_required(schema: dict) -> dict[str, set[str]]:
+    """Key -> the keys it requires: `dependentRequired` and the list form of the older `dependencies`."""
+    out: dict[str, set[str]] = {}
+    for kw in ("dependentRequired", "dependencies"):
+        for key, dep in (schema.get(kw) or {}).items():
+            if isinstance(dep, list):
+                out.setdefault(key, set()).update(dep)
+    return out
 
 
 def _number(x: Any) -> bool:
@@ -138,18 +204,27 @@ class Compiler:
 
     # ------------------------------------------------------------------ document
     def _index(self, node: Any, ptr: str) -> None:
-        if isinstance(node, dict):
-            for key in ("$anchor", "$dynamicAnchor"):
-                if isinstance(node.get(key), str):
-                    self.anchors.setdefault(node[key], ptr)
-            if ptr != "#" and "$id" in node:
-                self.nested_ids.append(ptr)
-            for k, v in node.items():
-                if k not in _SKIP_WALK:
-                    self._index(v, ptr_join(ptr, k))
-        elif isinstance(node, list):
-            for i, v in enumerate(node):
-                self._index(v, ptr_join(ptr, i))
+        """Anchors and embedded resources, found where the judge's reference resolution finds them: in
+        subschemas of the applicator keywords and `$defs` / `definitions` only, never inside an annotation
+        (`x-*`, `self`, ...), whose contents are not schemas under Draft 2020-12."""
+        if not isinstance(node, dict):
+            return
+        for key in ("$anchor", "$dynamicAnchor"):
+            if isinstance(node.get(key), str):
+                self.anchors.setdefault(node[key], ptr)
+        # draft-04's `id` is no base URI under 2020-12, but was one for the schema's author: a `$ref`
+        # beside either is ambiguous, so both refuse references (ref_target).
+        if ptr != "#" and ("$id" in node or isinstance(node.get("id"), str)):
+            self.nested_ids.append(ptr)
+        for k, v in node.items():
+            if k in _SUB_ONE:
+                self._index(v, ptr_join(ptr, k))
+            elif k in _SUB_LIST and isinstance(v, list):
+                for i, sub in enumerate(v):
+                    self._index(sub, ptr_join(ptr, k, i))
+            elif k in _SUB_MAP and isinstance(v, dict):
+                for name, sub in v.items():
+                    self._index(sub, ptr_join(ptr, k, name))
 
     def at(self, ptr: str) -> Any:
         if ptr not in self._nodes:
@@ -189,7 +264,7 @@ class Compiler:
             raise UnsupportedSchema(f"$ref at {where} is not a string")
         if self.nested_ids:
             raise UnsupportedSchema(
-                f"$ref at {where}: the document embeds resources ($id at {self.nested_ids[0]}), "
+                f"$ref at {where}: the document embeds resources ($id or id at {self.nested_ids[0]}), "
                 "whose base URIs are not resolved"
             )
         if ref.startswith("#"):
@@ -212,12 +287,16 @@ class Compiler:
 
     def check_keywords(self, schema: dict, ptr: str) -> None:
         for k, v in schema.items():
-            if k in ANNOTATIONS or k.startswith("x-"):
-                continue
             if k in REFUSED:
                 raise UnsupportedSchema(f"{k} at {ptr_join(ptr, k)}: {REFUSED[k]}")
-            if k not in HANDLED:
-                raise UnsupportedSchema(f"unknown keyword {k} at {ptr_join(ptr, k)} is not supported")
+            if k in ANNOTATIONS or is_annotation(k):
+                continue
+            if k not in HANDLED and k not in LEGACY_ENFORCED:
+                raise UnsupportedSchema(
+                    f"{k} at {ptr_join(ptr, k)}: the validator enforces this keyword, the compiler does not"
+                )
+            if k == "dependencies":
+                self._check_dependencies(v, ptr_join(ptr, k))
             if k == "items" and not isinstance(v, (dict, bool)):
                 raise UnsupportedSchema(f"items at {ptr_join(ptr, k)} as an array is a pre-2020 form")
             if k == "patternProperties" and isinstance(v, dict):
@@ -276,10 +355,29 @@ class Compiler:
                     product(sub("if"))
                 if "then" in schema:
                     product(sub("then"))
-        for key in schema.get("dependentSchemas") or {}:
+        for key, deps in _dependent_schemas(schema).items():
             if key in (schema.get("required") or []):
-                product(sub("dependentSchemas", key))
+                for tokens in deps:
+                    product(sub(*tokens))
         return branches
+
+    def _check_dependencies(self, value: Any, where: str) -> None:
+        """`dependencies` (draft-04 to 07): a map to lists of keys or to schemas. A schema value evaluates
+        no property for unevaluated* under 2020-12 (the judge does not apply it at all), so a document that
+        also uses unevaluated* is refused rather than reasoned about."""
+        if not isinstance(value, dict):
+            raise UnsupportedSchema(f"dependencies at {where} is not an object")
+        for key, dep in value.items():
+            if isinstance(dep, list):
+                if not all(isinstance(k, str) for k in dep):
+                    raise UnsupportedSchema(f"dependencies at {ptr_join(where, key)}: not a list of keys")
+            elif not isinstance(dep, (dict, bool)):
+                raise UnsupportedSchema(f"dependencies at {ptr_join(where, key)}: neither keys nor a schema")
+            elif '"unevaluated' in json.dumps(self.root):
+                raise UnsupportedSchema(
+                    f"dependencies at {ptr_join(where, key)}: a dependent schema beside unevaluated* "
+                    "is not compiled"
+                )
 
     @staticmethod
     def _list(schema: dict, key: str, ptr: str) -> list:
@@ -364,7 +462,7 @@ class Compiler:
             return
         if not isinstance(schema, dict):
             raise UnsupportedSchema(f"not at {where} is not a schema")
-        keys = {k for k in schema if k not in ANNOTATIONS and not k.startswith("x-")}
+        keys = {k for k in schema if k not in ANNOTATIONS and not is_annotation(k)}
         if not keys:
             sh.types.clear()
         elif keys == {"type"}:
@@ -472,7 +570,7 @@ class Compiler:
                 ptrs.append(ptr_join(c.ptr, "unevaluatedProperties"))
             if "propertyNames" in s and not self.valid((ptr_join(c.ptr, "propertyNames"),), key):
                 forbidden = True
-            if key in (s.get("dependentSchemas") or {}) and key not in (s.get("required") or []):
+            if key in _dependent_schemas(s) and key not in (s.get("required") or []):
                 forbidden = True  # a subset: an optional key with a dependent schema is left out
         if any(self.at(p) is False for p in ptrs):
             forbidden = True
@@ -828,7 +926,11 @@ class Compiler:
         if len(ptrs) != 1 or self.item_ptrs(branch, 1) != ptrs:
             return None
         item = self.at(ptrs[0])
-        if not isinstance(item, dict) or set(item) - ANNOTATIONS - {"type", "minLength", "maxLength"}:
+        if not isinstance(item, dict) or {k for k in item if not is_annotation(k)} - ANNOTATIONS - {
+            "type",
+            "minLength",
+            "maxLength",
+        }:
             return None
         if item.get("type") != "string" or int(item.get("minLength", 0)) > 1:
             return None
@@ -878,7 +980,7 @@ class Compiler:
         required = set(sh.required)
         deps: dict[str, set[str]] = {}
         for c in branch:
-            for k, need in (self.at(c.ptr).get("dependentRequired") or {}).items():
+            for k, need in _dependent_required(self.at(c.ptr)).items():
                 deps.setdefault(k, set()).update(need)
         changed = True
         while changed:  # a required key makes its dependencies required
