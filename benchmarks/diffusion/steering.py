@@ -53,13 +53,16 @@ class _OneBackend:
         return self._backend
 
 
-def records(spec: Any, ctx: Any, params: dict, n: int, seed: int) -> tuple[list[Any], list[list[Any]]]:
-    """n records of `llada` with `params`, and each sample's few-shot examples."""
+def records(
+    spec: Any, ctx: Any, params: dict, n: int, seed: int
+) -> tuple[list[Any], list[list[Any]], list[str]]:
+    """n records of `llada` with `params` (None where the text does not parse), each sample's few-shot
+    examples, and the raw texts."""
     system = LLaDASystem(params)
     out = system.generate(spec, n, seed, ctx)
     recs = [extract_record(s.text).record for s in out.samples]
     examples = [system.prompt_parts(spec, seed, i).examples for i in range(n)]
-    return recs, examples
+    return recs, examples, [s.text for s in out.samples]
 
 
 def hint_rates(spec: Any, ctx: Any, fields: list[str], n: int, seeds: int, system: dict) -> list[dict]:
@@ -71,7 +74,7 @@ def hint_rates(spec: Any, ctx: Any, fields: list[str], n: int, seeds: int, syste
         rows = []
         for seed in range(seeds):
             value = values[(seed * 37) % len(values)]
-            recs, _ = records(spec, ctx, {**system, "k_shots": 0, "hints": {field: value}}, n, seed)
+            recs, _, texts = records(spec, ctx, {**system, "k_shots": 0, "hints": {field: value}}, n, seed)
             rows.append(
                 {
                     "seed": seed,
@@ -79,6 +82,7 @@ def hint_rates(spec: Any, ctx: Any, fields: list[str], n: int, seeds: int, syste
                     "with": sum(isinstance(r, dict) and r.get(field) == value for r in recs) / n,
                     "without": sum(isinstance(r, dict) and r.get(field) == value for r in plain[seed]) / n,
                     "parse_with": sum(isinstance(r, dict) for r in recs) / n,
+                    "texts_with": texts[:4],
                 }
             )
         out.append({"field": field, **_means(rows), "seeds": rows})
@@ -98,8 +102,8 @@ def note_rates(
             note = space.draw(kind, random.Random(f"{spec.name}:{kind}:{seed}"), held_out=held_out)
             if note is None:
                 continue
-            recs, ex = records(spec, ctx, {**system, "notes": [note.text]}, n, seed)
-            recs0, ex0 = plain[seed]
+            recs, ex, texts = records(spec, ctx, {**system, "notes": [note.text]}, n, seed)
+            recs0, ex0, _ = plain[seed]
             rows.append(
                 {
                     "seed": seed,
@@ -108,6 +112,8 @@ def note_rates(
                     "with": sum(note.holds(r, e) for r, e in zip(recs, ex, strict=True)) / n,
                     "without": sum(note.holds(r, e) for r, e in zip(recs0, ex0, strict=True)) / n,
                     "parse_with": sum(isinstance(r, dict) for r in recs) / n,
+                    "texts_with": texts[:4],
+                    "records_without": recs0[:4],
                 }
             )
         out.append({"kind": kind, **_means(rows), "seeds": rows})

@@ -91,8 +91,10 @@ class MDLMParams(BaseModel):
     note_pool: int = Field(600, ge=0, description="training notes drawn once and embedded up front")
     skeleton_fraction: float = Field(0.4, ge=0, le=1, description="Share of training examples in slot form")
     train_steps: int = Field(900, ge=1, description="Optimizer steps (fixed, so training is deterministic)")
-    batch_size: int | None = Field(32, ge=1, description="Training batch size; None = fit batch_tokens")
-    batch_tokens: int = Field(4096, ge=64, description="Token budget of one training batch (batch_size None)")
+    batch_size: int | None = Field(None, ge=1, description="Training batch size; None = fit batch_tokens")
+    batch_tokens: int = Field(
+        6400, ge=64, description="Token budget of one training batch (batch_size None; 8-32 examples)"
+    )
     lr: float = Field(2e-3, gt=0, description="Peak learning rate (warmup then cosine)")
     seed: int | None = Field(None, description="Training seed; None = the env's seed")
     steps: int = Field(12, ge=1, description="Default denoising steps T (the paper's T = 12)")
