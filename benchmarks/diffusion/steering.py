@@ -2,12 +2,13 @@
 
     python -m benchmarks.diffusion.steering [--families multiwoz/train] [--n 16] [--seeds 5]
         [--params '{"train_steps": 900}'] [--hint-fields day,leaveAt,price] [--kinds value,set]
-        [--phrasings held_out|train] [--json out.json]
+        [--hint-shots 0] [--phrasings held_out|train] [--json out.json]
 
 For each family the embedded DLM is trained (or loaded from $BENCH_CACHE_DIR) with the given MDLMParams
 (default: the catalog defaults), then, over seeds 0..S-1 with N records per seed and condition:
 
-* **hints** (`llada`, `k_shots: 0`, the protocol of tests/test_diffusion_quality.py): for each hint field
+* **hints** (`llada`, `k_shots: 0` unless `--hint-shots`, the protocol of
+  tests/test_diffusion_quality.py): for each hint field
   the seed's value is the (37 s mod n)-th of the field's sorted reference values; the share of records
   carrying it with the `field: "value"` line and without it (the same prompts minus the line);
 * **notes** (`llada` default prompt: task instruction, 2 few-shot references, field list): for every
@@ -65,16 +66,20 @@ def records(
     return recs, examples, [s.text for s in out.samples]
 
 
-def hint_rates(spec: Any, ctx: Any, fields: list[str], n: int, seeds: int, system: dict) -> list[dict]:
+def hint_rates(
+    spec: Any, ctx: Any, fields: list[str], n: int, seeds: int, system: dict, shots: int = 0
+) -> list[dict]:
     """Per field: share of records with the hinted value, with / without the hint, and the parse rate."""
-    plain = {s: records(spec, ctx, {**system, "k_shots": 0}, n, s)[0] for s in range(seeds)}
+    plain = {s: records(spec, ctx, {**system, "k_shots": shots}, n, s)[0] for s in range(seeds)}
     out = []
     for field in fields:
         values = sorted({r[field] for r in spec.references if field in r})
         rows = []
         for seed in range(seeds):
             value = values[(seed * 37) % len(values)]
-            recs, _, texts = records(spec, ctx, {**system, "k_shots": 0, "hints": {field: value}}, n, seed)
+            recs, _, texts = records(
+                spec, ctx, {**system, "k_shots": shots, "hints": {field: value}}, n, seed
+            )
             rows.append(
                 {
                     "seed": seed,
@@ -138,6 +143,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--params", default="{}", help="MDLMParams JSON (default: the catalog defaults)")
     ap.add_argument("--system", default="{}", help="extra llada params JSON")
     ap.add_argument("--hint-fields", default=",".join(HINT_FIELDS), help="'' = no hint rows")
+    ap.add_argument("--hint-shots", type=int, default=0, help="few-shot examples in hint prompts")
     ap.add_argument("--kinds", default=None, help="note kinds (default: all the task allows; '' = none)")
     ap.add_argument("--phrasings", choices=("held_out", "train"), default="held_out")
     ap.add_argument("--json", default=None, help="also write all rows to this file")
@@ -160,8 +166,9 @@ def main(argv: list[str] | None = None) -> None:
         t1 = time.perf_counter()
         fields = [f for f in a.hint_fields.split(",") if f and f in spec.schema.get("properties", {})]
         if fields:
+            print(f"hints, k_shots {a.hint_shots}")
             print("| hint field | with hint | without | lift | parse (with) |\n|---|---:|---:|---:|---:|")
-            for r in hint_rates(spec, ctx, fields, a.n, a.seeds, system):
+            for r in hint_rates(spec, ctx, fields, a.n, a.seeds, system, a.hint_shots):
                 print(
                     f"| {r['field']} | {r['with']:.3f} | {r['without']:.3f} | {r['lift']:+.3f} "
                     f"| {r['parse_with']:.2f} |",
