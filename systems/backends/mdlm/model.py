@@ -28,8 +28,6 @@ class ModelConfig:
     dropout: float = 0.0
     prompt_width: int = 0
     """Columns 0..prompt_width-1 hold the (right-aligned) prompt; > 0 enables the copy head."""
-    note_dim: int = 0
-    """Width of the sentence embeddings of prompt lines added to their tokens (0 = no conditioning)."""
 
     def to_json(self) -> dict[str, int | float]:
         return asdict(self)
@@ -89,43 +87,19 @@ class MaskedDiffusionTransformer(nn.Module):
             self.copy_gate = nn.Linear(cfg.d_model, 1)
             # which token ids the copy head may copy (set from the tokenizer: content tokens only)
             self.register_buffer("copyable", torch.ones(cfg.vocab_size, dtype=torch.bool))
-            # second copy channel: a prompt token also votes for its variant without the leading space
-            # (` monday` in a note is `monday` after a JSON quote); a learned gate picks the channel
-            self.register_buffer("copy_alt", torch.arange(cfg.vocab_size, dtype=torch.long))
-            self.copy_alt_gate = nn.Linear(cfg.d_model, 1)
-        if cfg.note_dim > 0:
-            # sentence embedding (MiniLM) of each prose prompt line, projected and added to its tokens
-            self.note_proj = nn.Linear(cfg.note_dim, cfg.d_model, bias=False)
-            nn.init.normal_(self.note_proj.weight, std=0.02)
         nn.init.normal_(self.tok.weight, std=0.02)
         nn.init.normal_(self.pos.weight, std=0.02)
 
-    def _positions(self, length: int, offset: int = 0) -> torch.Tensor:
-        """Column positions. Prompts are right-aligned to a fixed width (`prompt_width`), so the response
-        always starts at the same position whatever the prompt's length; a short (edited) prompt then
-        does not move the response to positions the model never saw it at. Training batches whose
-        prompts are all shorter drop the all-pad columns and pass `offset` = the columns dropped, which
-        gives the remaining columns the positions they have at full width (pads are never attended)."""
-        if length + offset > self.cfg.max_len:
-            raise ValueError(f"sequence of {length + offset} positions exceeds max_len {self.cfg.max_len}")
-        return (torch.arange(length) + offset).unsqueeze(0)
+    def _positions(self, length: int, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        """Column positions. Callers right-align prompts to a fixed width (`max_prompt_tokens`), so the
+        response always starts at the same position whatever the prompt's length; a short (edited)
+        prompt then does not move the response to positions the model never saw it at."""
+        if length > self.cfg.max_len:
+            raise ValueError(f"sequence of {length} tokens exceeds max_len {self.cfg.max_len}")
+        return torch.arange(length).unsqueeze(0)
 
-    def _embed(
-        self, x: torch.Tensor, pos: torch.Tensor, cond: tuple[torch.Tensor, torch.Tensor] | None = None
-    ) -> torch.Tensor:
-        """Token + position embeddings, plus the projected line embedding on conditioned prompt columns.
-
-        `cond` = (row ids (b, C) into `table`, table (n, note_dim)); row 0 of the table is all zeros (no
-        line). Columns of x beyond C get nothing; nor does a masked column (CFG's unconditional pass).
-        """
-        e = self.tok(x) + self.pos(pos)
-        if cond is not None and cond[1] is not None and self.cfg.note_dim > 0:
-            rows, table = cond[0], cond[1]
-            c = rows.shape[1]
-            add = self.note_proj(table)[rows]
-            add = add * (x[:, :c] != 1).unsqueeze(-1)  # id 1 = <mask>
-            e = torch.cat([e[:, :c] + add, e[:, c:]], dim=1)
-        return e
+    def _embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        return self.tok(x) + self.pos(pos)
 
     def _head(
         self, h: torch.Tensor, prompt: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
@@ -147,45 +121,25 @@ class MaskedDiffusionTransformer(nn.Module):
         scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
         scores = scores.masked_fill(~pmask[:, None, :], -torch.inf)
         attn = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-        beta = torch.sigmoid(self.copy_alt_gate(hn))
-        src = pids[:, None, :].expand(-1, h.shape[1], -1)
-        p_copy = torch.zeros_like(logits).scatter_add_(-1, src, attn * (1 - beta))
-        p_copy = p_copy.scatter_add_(-1, self.copy_alt[src], attn * beta)
+        p_copy = torch.zeros_like(logits).scatter_add_(-1, pids[:, None, :].expand(-1, h.shape[1], -1), attn)
         gate = torch.sigmoid(self.copy_gate(hn))
         mix = (1 - gate) * torch.softmax(logits, dim=-1) + gate * p_copy
         return torch.log(mix.clamp_min(1e-12))
 
-    def _prompt_of(  # noqa: ANN202
-        self,
-        x: torch.Tensor,
-        h: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        width: int | None = None,
-        cond: tuple | None = None,
-    ):
-        w = self.cfg.prompt_width if width is None else width
-        if self.cfg.prompt_width == 0 or x.shape[1] < w:
+    def _prompt_of(self, x: torch.Tensor, h: torch.Tensor, attention_mask: torch.Tensor | None):  # noqa: ANN202
+        w = self.cfg.prompt_width
+        if w == 0 or x.shape[1] < w:
             return None
         pids = x[:, :w]
         # real content tokens only: ids 0..4 are pad, mask, eos, nul, sep; `copyable` drops punctuation
         pmask = (pids >= 5) & self.copyable[pids]
         if attention_mask is not None:
             pmask = pmask & attention_mask[:, :w]
-        if cond is not None and len(cond) > 2 and cond[2] is not None:
-            # copy sources: the prompt's short lines (notes, hints), see conditioning.copy_source
-            src = cond[2]
-            pmask = pmask & (src if src.shape[0] == x.shape[0] else src.repeat(x.shape[0] // src.shape[0], 1))
         return h[:, :w], pids, pmask
 
-    def hidden(
-        self,
-        x: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        cond: tuple[torch.Tensor, torch.Tensor] | None = None,
-        offset: int = 0,
-    ) -> torch.Tensor:
+    def hidden(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Final hidden states (b, L, d)."""
-        h = self._embed(x, self._positions(x.shape[1], offset), cond)
+        h = self._embed(x, self._positions(x.shape[1], attention_mask))
         for blk in self.blocks:
             h, _ = blk(h, attention_mask)
         return h
@@ -196,13 +150,7 @@ class MaskedDiffusionTransformer(nn.Module):
         return self._head(h, self._prompt_of(x, h, attention_mask))
 
     def target_log_probs(
-        self,
-        x: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        where: torch.Tensor,
-        targets: torch.Tensor,
-        cond: tuple[torch.Tensor, torch.Tensor] | None = None,
-        offset: int = 0,
+        self, x: torch.Tensor, attention_mask: torch.Tensor | None, where: torch.Tensor, targets: torch.Tensor
     ) -> torch.Tensor:
         """log p(targets) at the positions `where` (b, L) selects, in `where.nonzero()` order (training).
 
@@ -210,57 +158,40 @@ class MaskedDiffusionTransformer(nn.Module):
         runs on the selected rows and the copy term is a sum over prompt columns holding the target, so
         the (b, L, V) copy scatter and mixture of `_head` are never built: a training step is ~1.4x faster.
         """
-        h = self.hidden(x, attention_mask, cond, offset)
+        h = self.hidden(x, attention_mask)
         rows, cols = where.nonzero(as_tuple=True)
         hn = self.ln_f(h[rows, cols])
         logits = hn @ self.tok.weight.T
         lp_vocab = logits.gather(-1, targets[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-        prompt = self._prompt_of(x, h, attention_mask, self.cfg.prompt_width - offset, cond)
+        prompt = self._prompt_of(x, h, attention_mask)
         if prompt is None:
             return lp_vocab
         ph, pids, pmask = prompt
         k = self.copy_k(self.ln_f(ph))  # (b, P, d)
         q = self.copy_q(hn)  # (n, d)
-        # scores of every (row, column) pair at once, then the selected ones: gathering k per target
-        # ((n, P, d), ~100 MB at a 256-token prompt) made a step several times slower
-        c0 = int(cols.min()) if cols.numel() else 0
-        qq = torch.zeros((x.shape[0], x.shape[1] - c0, q.shape[-1]), dtype=q.dtype)
-        qq = qq.index_put((rows, cols - c0), q)
-        scores = (qq @ k.transpose(1, 2))[rows, cols - c0] / math.sqrt(q.shape[-1])
+        scores = torch.bmm(k[rows], q[:, :, None]).squeeze(-1) / math.sqrt(q.shape[-1])
         scores = scores.masked_fill(~pmask[rows], -torch.inf)
         attn = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-        beta = torch.sigmoid(self.copy_alt_gate(hn))
-        src = pids[rows]
-        hit = (1 - beta) * (src == targets[:, None]) + beta * (self.copy_alt[src] == targets[:, None])
-        p_copy = (attn * hit).sum(-1)
+        p_copy = (attn * (pids[rows] == targets[:, None])).sum(-1)
         gate = torch.sigmoid(self.copy_gate(hn)).squeeze(-1)
         return torch.log(((1 - gate) * lp_vocab.exp() + gate * p_copy).clamp_min(1e-12))
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        cond: tuple[torch.Tensor, torch.Tensor] | None = None,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """x: (b, L) ids; attention_mask: (b, L) True for real tokens. Returns logits (b, L, V)."""
-        h = self.hidden(x, attention_mask, cond)
-        return self._head(h, self._prompt_of(x, h, attention_mask, cond=cond))
+        h = self.hidden(x, attention_mask)
+        return self.head(h, x, attention_mask)
 
     @torch.no_grad()
     def forward_with_cache(
-        self,
-        x: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        prefix_length: int,
-        cond: tuple[torch.Tensor, torch.Tensor] | None = None,
+        self, x: torch.Tensor, attention_mask: torch.Tensor | None, prefix_length: int
     ) -> tuple[torch.Tensor, object]:
         """Full pass that also returns each layer's keys/values of positions < prefix_length."""
-        h = self._embed(x, self._positions(x.shape[1]), cond)
+        h = self._embed(x, self._positions(x.shape[1], attention_mask))
         cache = []
         for blk in self.blocks:
             h, (k, v) = blk(h, attention_mask)
             cache.append((k[:, :, :prefix_length], v[:, :, :prefix_length]))
-        prompt = self._prompt_of(x, h, attention_mask, cond=cond)
+        prompt = self._prompt_of(x, h, attention_mask)
         return self._head(h, prompt), (prefix_length, cache, prompt)
 
     @torch.no_grad()
@@ -273,7 +204,7 @@ class MaskedDiffusionTransformer(nn.Module):
         """
         prefix_length, layers, prompt = cache  # type: ignore[misc]
         total = prefix_length + x_suffix.shape[1]
-        pos = self._positions(total)[:, prefix_length:]
+        pos = self._positions(total, attention_mask)[:, prefix_length:]
         h = self._embed(x_suffix, pos)
         for blk, past in zip(self.blocks, layers, strict=True):
             h, _ = blk(h, attention_mask, past=past)
