@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from bench.types import JSON, MetricResources, Sample, SampleStatus, TaskSpec
-from metrics.extract import Extraction, extract_record
+from metrics.extract import Extraction, extract_instance, extract_record
 from metrics.records import canonical, values_text, words
 from metrics.rubric import Rubric
 from metrics.structure import SchemaCheck, check_record, fast_engine_for, validator_for
@@ -152,6 +152,13 @@ class CellView:
         item = self.spec.item_for(index)
         return per_spec(self.spec, f"rubric:{item.id}", lambda: Rubric(item.schema, ()))  # type: ignore[union-attr]
 
+    def _extract(self, s: Sample) -> Extraction:
+        """The sample's record; for items that take any JSON instance (`meta.any_instance`, JSONSchemaBench),
+        a non-object value too, which the item's schema then accepts or rejects."""
+        if self.spec.items and self.spec.item_for(s.index).meta.get("any_instance"):  # type: ignore[union-attr]
+            return extract_instance(s.text, s.finish_reason)
+        return extract_record(s.text, s.finish_reason)
+
     @cached_property
     def judged(self) -> list[Judged]:
         """One Judged per sample, in input order; "earlier" (for duplicates) means lower sample index."""
@@ -163,7 +170,7 @@ class CellView:
             if s.status is not None and s.status.is_harness_failure:
                 out[i] = Judged(s, True, None, None, [])
                 continue
-            ext = extract_record(s.text, s.finish_reason)
+            ext = self._extract(s)
             check = self._check(s.index, ext.record) if ext.record is not None else None
             failures: list[str] = []
             if ext.record is not None:

@@ -206,6 +206,30 @@ def extract_record(text: str, finish_reason: str | None = None) -> Extraction:
     return Extraction(SampleStatus.OK, record, None, False)
 
 
+def extract_instance(text: str, finish_reason: str | None = None) -> Extraction:
+    """Like `extract_record`, but any JSON value is an instance: for schema-only tasks whose schemas may
+    admit a string, number, array or null at the root (JSONSchemaBench: an instance "parses and
+    validates"; schema validation, not extraction, decides whether a non-object is allowed).
+
+    An object is found exactly as `extract_record` finds it. Otherwise the first fenced block's content, or
+    the whole text, stripped, must parse as one JSON value under the same strict rules and bounds.
+    """
+    ext = extract_record(text, finish_reason)
+    if ext.record is not None or not isinstance(text, str):
+        return ext
+    fenced = _first_fenced_block(text)
+    candidate = (fenced[0] if fenced is not None else text).strip()
+    if not candidate or len(candidate) > MAX_CANDIDATE_CHARS:
+        return ext
+    if candidate[0] == "[" and _scan_balanced(candidate, 0).too_deep:
+        return Extraction(SampleStatus.INVALID_JSON, None, f"nesting deeper than {MAX_DEPTH}")
+    try:
+        value = parse_strict(candidate)
+    except ValueError:
+        return ext
+    return Extraction(SampleStatus.OK, value, None, False)  # type: ignore[arg-type]
+
+
 def record_complete(text: str) -> bool:
     """Whether `text` already holds the record `extract_record` would take, so generation may stop.
 

@@ -255,3 +255,40 @@ def test_gbnf_that_llama_cpp_cannot_parse_is_caught_before_sampling():
     vocab = llama_vocab(LlamaCppBackend.from_spec({"model": "smollm2-135m-instruct"}))
     assert gbnf_parses(vocab, 'root ::= "a" [0-9]*')
     assert not gbnf_parses(vocab, 'root ::= [\\.]+ "x')
+
+
+def test_an_instance_need_not_be_an_object_when_the_schema_allows_it():
+    """WashingtonPost's wp_101 allows a string at the root: a valid string is compliant, and a string is
+    still invalid where the schema wants an object (schema validation decides, not extraction)."""
+    string_root = {"type": ["object", "string"], "properties": {"x": {"type": "integer"}}}
+    any_item = {"any_instance": True}
+    spec = TaskSpec(
+        "jsonschemabench/roots",
+        INSTRUCTION,
+        {},
+        (),
+        (),
+        items=(
+            TaskItem("s.json", string_root, INSTRUCTION, meta=any_item),
+            TaskItem("o.json", INT, INSTRUCTION, meta=any_item),
+        ),
+    )
+    meta = {"declared": True}
+    samples = [
+        Sample(0, '```json\n"a headline"\n```', "stop", meta={**meta, "schema_id": "s.json"}),  # valid string
+        Sample(1, '"a headline"', "stop", meta={**meta, "schema_id": "o.json"}),  # parses, not an object
+        Sample(2, "false", "stop", meta={**meta, "schema_id": "s.json"}),  # parses, wrong type
+        Sample(3, "just prose", "stop", meta={**meta, "schema_id": "o.json"}),  # nothing parses
+    ]
+    score = score_cell(samples, spec, ["parse_rate", "schema_valid", "compliance"])
+    assert score.values["parse_rate"] == pytest.approx(3 / 4)
+    assert score.values["compliance"] == pytest.approx(1 / 4)
+    # tasks without the flag keep the record rule: a bare string is not a record
+    plain = TaskSpec("t", INSTRUCTION, string_root, (), ())
+    assert score_cell(samples[:1], plain, ["parse_rate"]).values["parse_rate"] == 0.0
+
+
+@needs_data
+def test_jsonschemabench_items_take_any_instance():
+    spec = load_task("jsonschemabench/Github_hard", n_references=None, n_holdout=None, options={"limit": 1})
+    assert spec.items[0].meta["any_instance"] is True

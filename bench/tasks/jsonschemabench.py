@@ -79,7 +79,8 @@ class JSONSchemaBench:
                     id=fname,
                     schema=schema,  # type: ignore[arg-type]
                     instruction=INSTRUCTION,
-                    meta={"schema_id": fname, "split": variant, "draft": _draft(schema)},
+                    # any JSON value is an instance here: a schema may allow a string or array root
+                    meta={"schema_id": fname, "split": variant, "draft": _draft(schema), "any_instance": True},
                 )
             )
         return TaskSource(
