@@ -42,7 +42,8 @@ class ARParams(AgentLoopParams):
         None,
         ge=1,
         description="maximum new tokens per record (None: from the task's references, "
-        "systems/gen_limits.py; a cut-off at that default is retried once at twice the limit)",
+        "systems/gen_limits.py; a sample gets twice that default: at once where the backend stops at the "
+        "record, else as one retry of a cut-off sample)",
     )
     repeat_penalty: float = Field(1.0, gt=0.0, description="llama.cpp repetition penalty")
     stop_at_record: bool = Field(

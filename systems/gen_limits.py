@@ -17,6 +17,8 @@ limit (`RETRY_FACTOR`); the sample records both limits (`meta.limit`). (A sample
 and then rambles on to the limit is not retried: its record is whole, and extraction takes it.) A record cut off after that has run past three times what the task's
 records need: that is the model's run-on, and it is scored as truncated (docs/systems-ar.md).
 An explicit `max_tokens` in a suite is the user's choice and is used as is, without the retry.
+A backend that stops generation at the first complete record (llama_cpp, hf) gets twice the limit at
+once instead: the same text as generate-then-retry, without the first attempt (systems/ar.py).
 """
 
 from __future__ import annotations
