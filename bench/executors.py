@@ -49,7 +49,8 @@ def _worker_main(conn: Connection, parent_pid: int | None = None) -> None:
     Ctrl-C belongs to the runner (it stops the workers), so workers ignore SIGINT; a vanished runner
     (closed pipe) ends the loop quietly instead of printing a BrokenPipeError traceback.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # also discards a Ctrl-C left pending from start-up
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by the runner while spawning us
     if parent_pid is not None:
         _die_with_parent(parent_pid)
     while True:
@@ -82,15 +83,18 @@ class ProcessPool:
     def _spawn(self) -> _Worker:
         parent, child = self.ctx.Pipe()
         proc = self.ctx.Process(target=_worker_main, args=(child, os.getpid()), daemon=True)
-        # the child starts with SIGINT ignored (inherited through exec), so a Ctrl-C during its start-up
-        # cannot print a KeyboardInterrupt traceback before _worker_main runs
+        # SIGINT is blocked while the child starts: the child inherits the mask through exec, so a Ctrl-C
+        # during its start-up stays pending until _worker_main ignores it (no KeyboardInterrupt traceback),
+        # and the runner gets it the moment the mask is lifted. (Ignoring SIGINT here instead lost a Ctrl-C
+        # that arrived during a slow start: the run then waited for its cell, seen under load in CI.)
         main_thread = threading.current_thread() is threading.main_thread()
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
+        if main_thread:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             proc.start()
         finally:
             if main_thread:
-                signal.signal(signal.SIGINT, old)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         child.close()
         return _Worker(proc, parent)
 

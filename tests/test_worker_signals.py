@@ -67,3 +67,28 @@ def test_orphaned_worker_exits_quietly(tmp_path):
     _wait_for(lambda: _gone(worker), 30)
     err = proc.stderr.read()
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_a_ctrl_c_while_a_worker_starts_reaches_the_runner(monkeypatch):
+    """The runner used to ignore SIGINT while spawning a worker, so a Ctrl-C in that window was lost and
+    the run went on (seen under load in CI). Now it is held back and raised as soon as the worker is up."""
+    import multiprocessing as mp
+
+    import pytest
+
+    from bench.executors import ProcessPool
+
+    real_start = mp.context.SpawnProcess.start
+
+    def start_with_ctrl_c(self):  # noqa: ANN001, ANN202 - Ctrl-C arrives mid-spawn
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_start(self)
+
+    monkeypatch.setattr(mp.context.SpawnProcess, "start", start_with_ctrl_c)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ProcessPool(1)._spawn()
+    finally:
+        for child in mp.active_children():
+            child.terminate()
+            child.join(10)
