@@ -80,7 +80,12 @@ class JSONSchemaBench:
                     schema=schema,  # type: ignore[arg-type]
                     instruction=INSTRUCTION,
                     # any JSON value is an instance here: a schema may allow a string or array root
-                    meta={"schema_id": fname, "split": variant, "draft": _draft(schema), "any_instance": True},
+                    meta={
+                        "schema_id": fname,
+                        "split": variant,
+                        "draft": _draft(schema),
+                        "any_instance": True,
+                    },
                 )
             )
         return TaskSource(
