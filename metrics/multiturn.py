@@ -238,13 +238,10 @@ def failure_share(cell: CellView, kind: str) -> float:
     return _mean([float(c.failure == kind) for c in checks])
 
 
-def _make(kind: str):
-    def metric(cell: CellView) -> float:
-        return failure_share(cell, kind)
+def _make(kind: str):  # noqa: ANN202
+    from metrics.toolcalls import failure_metric
 
-    metric.__name__ = f"mt_failure_{kind}"
-    metric.__doc__ = f"Share of scored multi-turn episodes whose failure class is {kind}."
-    return metric
+    return failure_metric("mt_failure_", kind, failure_share, "multi-turn episodes")
 
 
 mt_failure_invalid_episode = _make("invalid_episode")

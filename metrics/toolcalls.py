@@ -22,6 +22,7 @@ Multi-turn items (`bfcl/multi_turn_base`) are scored by metrics/multiturn.py ins
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from bench.types import JSON
@@ -265,13 +266,20 @@ def failure_share(cell: CellView, kind: str) -> float:
     return sum(r[1] == kind for r in rows) / len(rows) if rows else NAN
 
 
-def _make(kind: str):
-    def metric(cell: CellView) -> float:
-        return failure_share(cell, kind)
+def failure_metric(prefix: str, kind: str, share: Callable[[CellView, str], float], what: str):  # noqa: ANN201
+    """A named metric `<prefix><kind>`: the share of scored `what` whose failure class is `kind`
+    (one factory for the single-turn and the multi-turn failure taxonomies)."""
 
-    metric.__name__ = f"failure_{kind}"
-    metric.__doc__ = f"Share of scored tool-call samples whose failure class is {kind}."
+    def metric(cell: CellView) -> float:
+        return share(cell, kind)
+
+    metric.__name__ = f"{prefix}{kind}"
+    metric.__doc__ = f"Share of scored {what} whose failure class is {kind}."
     return metric
+
+
+def _make(kind: str):  # noqa: ANN202
+    return failure_metric("failure_", kind, failure_share, "tool-call samples")
 
 
 failure_invalid_syntax = _make("invalid_syntax")
