@@ -143,7 +143,7 @@ def _cuda_problem(what: str) -> str | None:
     return None
 
 
-#: What transformers needs to load a packaged GGUF file (the embedded beam-search row, DiffLM's decoder);
+#: What transformers needs to load a packaged GGUF file (DiffLM's decoder, the `-hf` second runtime);
 #: the `embedded` extra installs each (tests/test_preflight.py checks it).
 GGUF_THROUGH_TRANSFORMERS = ("transformers", "gguf", "accelerate")
 

@@ -40,8 +40,9 @@ def test_embedded_stand_in_keeps_the_paper_decoding_and_says_what_it_stands_for(
 
 def test_beam_search_stand_in_runs_on_a_runtime_with_beams():
     spec = apply_overrides(resolve_profile("embedded"), {"generator": "gemma-2-9b"}, None).spec("generator")
-    assert spec["backend"] == "hf" and spec["sampling"]["num_beams"] == 3  # llama.cpp has no beams
-    assert served_text(spec) == "embedded: SmolLM2-135M (Q4_1 dequantized, transformers), beams 3"
+    # llama.cpp runs the beams itself (systems/backends/llama_beam.py, tests/test_llama_beam.py)
+    assert spec["backend"] == "llama_cpp" and spec["sampling"]["num_beams"] == 3
+    assert served_text(spec) == "embedded: SmolLM2-135M Q4_1, beams 3"
 
 
 def test_paper_profile_serves_the_paper_model_itself():

@@ -244,6 +244,9 @@ class LlamaCppBackend:
                 kwargs["grammar"] = self._gbnf(gbnf)
             kwargs.update(extra)
             t0 = time.perf_counter()
+            if p.num_beams > 1:
+                out.append(self._beam_completion(llm, req, kwargs, t0))
+                continue
             try:
                 with _MODELS_LOCK:
                     llm.reset()
@@ -277,6 +280,70 @@ class LlamaCppBackend:
                 )
             )
         return out
+
+    def _beam_completion(
+        self, llm: Any, req: GenerationRequest, kwargs: dict[str, Any], t0: float
+    ) -> Completion:
+        """Beam search (`llama_beam`): deterministic, so temperature, top-p/k and the seed do not apply,
+        as in transformers' `num_beams` search (docs/systems-ar.md)."""
+        from metrics.extract import record_complete
+        from systems.backends.llama_beam import beam_search
+
+        p = req.params
+        if "grammar" in kwargs:
+            return Completion(
+                text="",
+                finish_reason="error",
+                error="beam search with a grammar is not supported on llama_cpp",
+                seconds=time.perf_counter() - t0,
+            )
+        prompt = self._prompt_tokens(llm, kwargs["messages"])
+        if len(prompt) >= self.n_ctx:
+            return Completion(
+                text="",
+                finish_reason="error",
+                error=f"prompt of {len(prompt)} tokens does not fit n_ctx {self.n_ctx}",
+                seconds=time.perf_counter() - t0,
+            )
+        with _MODELS_LOCK:
+            result = beam_search(
+                llm,
+                prompt,
+                width=p.num_beams,
+                max_tokens=p.max_tokens,
+                eos={int(llm.token_eos())},
+                detokenize=lambda ids: llm.detokenize(ids).decode("utf-8", errors="ignore"),
+                stop=p.stop,
+                until=record_complete if p.stop_at_record else None,
+            )
+        return Completion(
+            text=result.text,
+            tokens_in=len(prompt),
+            tokens_out=len(result.tokens),
+            finish_reason=result.finish_reason,
+            seconds=time.perf_counter() - t0,
+        )
+
+    def _prompt_tokens(self, llm: Any, messages: list[dict[str, str]]) -> list[int]:
+        """The token ids llama-cpp-python would feed for these chat turns (the GGUF's chat template), or
+        for `chat_format: plain` the turns joined as plain text after BOS."""
+        if self.chat_format == "plain":
+            prompt = "\n\n".join(m["content"] for m in messages) + "\n"
+            return llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        template = llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise BackendUnavailable(f"{self.model}: beam search needs the GGUF's chat template")
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        eos, bos = llm.token_eos(), llm.token_bos()
+        formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+            bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
+            stop_token_ids=[eos],
+        )
+        result = formatter(messages=messages)
+        return llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True)
 
     # ---------------------------------------------------------------- scoring
     def nll(self, texts: list[str]) -> list[tuple[float, int]]:
