@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.preflight import check_spec
+from bench.preflight import check_spec, roles_of
 from bench.profiles import Profile, apply_overrides, resolve_profile
 from bench.registry import SYSTEMS
 from bench.types import JSON
@@ -140,14 +140,6 @@ def _prompt_chars(system: Any, spec: Any, samples: int) -> float | None:
     return sum(sum(len(c) for _, c in r.messages) for r in requests) / max(1, len(requests))
 
 
-def _roles_of(system: Any, profile: Profile) -> list[str]:
-    roles = getattr(system, "roles", None)
-    if roles:
-        return list(roles)
-    role = getattr(system, "role", None)
-    return [role] if role else sorted(profile.roles)
-
-
 def _cost(spec: JSON, tokens_in: float | None, tokens_out: float | None) -> float | None:
     if spec.get("backend") != "openai" or tokens_in is None or tokens_out is None:
         return None
@@ -192,7 +184,7 @@ def build_plan(suite: Any, profile_name: str | None = None) -> Plan:
             per_cell_calls = dict(system.plan_calls(n))
         elif hasattr(system, "build_requests"):
             per_cell_calls = {getattr(system, "role", "generator"): n}
-        roles = list(per_cell_calls) if per_cell_calls else _roles_of(system, profile)
+        roles = list(per_cell_calls) if per_cell_calls else roles_of(system, profile.roles)
         for role in roles:
             spec = profile.spec(role)
             decoding = effective_decoding(system, spec)

@@ -266,12 +266,21 @@ def check_spec(spec: JSON) -> list[str]:
 def system_roles(system_type: str, params: JSON, roles: JSON) -> list[str]:
     """Roles a system needs: its primary roles when it names them, else every role of its profile."""
     from bench.registry import SYSTEMS
-    from bench.served import primary_roles
 
     try:
         system = SYSTEMS.get(system_type)(dict(params))
     except Exception:
         return sorted(roles)
+    return roles_of(system, roles)
+
+
+def roles_of(system: Any, roles: JSON) -> list[str]:
+    """The roles of `roles` (a profile's) that a built system uses; preflight and the dry run share it.
+
+    A system that declares `roles` gets those; one with a single `role` (on itself or its params) gets
+    its primary roles (bench.served); any other gets every role but the metric models'."""
+    from bench.served import primary_roles
+
     declared = getattr(system, "roles", None)
     if isinstance(declared, tuple | list):
         return [r for r in declared if r in roles]

@@ -106,3 +106,20 @@ def test_cli_dry_run_loads_no_model(tmp_path):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"rc": 0, "heavy": []}
     assert "llama-3.1-8b-4bit" in out.stdout and "$" in out.stdout
+
+
+def test_the_table1_plan_shows_each_system_only_the_roles_it_uses():
+    """`llada` uses only its DLM; before, the plan listed every role of the profile for it (scorer,
+    judge, optimizer, diffusion_lm, difflm), as if it loaded them. Preflight and the plan share one rule
+    (bench.preflight.roles_of)."""
+    from bench.dry_run import build_plan
+    from bench.suite import load_suite
+
+    plan = build_plan(load_suite(ROOT / "suites" / "table1.yaml").suite, profile_name="paper")
+    roles: dict[str, set[str]] = {}
+    for r in plan.rows:
+        roles.setdefault(r.system, set()).add(r.role)
+    assert roles["llada"] == {"dlm"}
+    assert roles["diffusion-lm"] == {"diffusion_lm"} and roles["difflm"] == {"difflm"}
+    assert roles["aod"] == {"dlm", "optimizer", "judge", "embedder"}
+    assert all(roles[f"ar-{m}"] == {"generator"} for m in ("llama31-8b", "gemma2-9b", "gpt41"))
