@@ -10,9 +10,12 @@ diffusion systems through their own sampler. For every user turn of an item:
 
 Bounds: at most `max_steps_per_turn` rounds in a turn; a turn whose last allowed round still makes calls
 stops the episode (`force_quit`, scored as the model's failure, like BFCL's force-quit after 20 steps).
-The item's wall clock is checked before every round: past `item_timeout_s` the episode stops and the
-sample is a harness failure (`timeout`, not scored), as is any crash of the policy's runtime or of this
-loop (`backend_error`, with the exception's text). A call that raises inside a backend is the model's
+The item's wall clock is checked before every round, and each round runs under the item's deadline
+(bench.deadline), which the backends honour mid-generation (llama.cpp between tokens, beams between
+steps, transformers by a time criterion, the OpenAI client by its request timeout, the LLaDA sampler
+between blocks). Past `item_timeout_s` the episode stops and the sample is a harness failure (`timeout`,
+not scored), as is any crash of the policy's runtime or of this loop (`backend_error`, with the
+exception's text). A call that raises inside a backend is the model's
 failure: its error text is what the model sees (as upstream) and the sample's trace records it.
 
 The sample's text is the episode record (bench.tasks.bfcl_multi_turn) as JSON, so `bench score` can
@@ -33,6 +36,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bench.deadline import DEADLINE_ERROR, DeadlinePassed, deadline
 from bench.errors import BenchError
 from bench.tasks.bfcl_env import BFCLEnvironment
 from bench.types import JSON, Completion, GenerationResult, Sample, SampleStatus, TaskSpec, Usage
@@ -172,9 +176,12 @@ def run_episode(
                     ep.stopped = "timeout"
                     ep.error = f"item timeout after {limits.item_timeout_s:g} s (turn {t}, step {s})"
                     return ep
-                comp = policy.reply(item, conv.messages(), seed, sample_index, ep.rounds)
+                with deadline(limits.item_timeout_s - (time.perf_counter() - t0)):
+                    comp = policy.reply(item, conv.messages(), seed, sample_index, ep.rounds)
                 ep.rounds += 1
                 usage.add_call(comp.tokens_in, comp.tokens_out, comp.cached, comp.nfe, comp.cost_usd)
+                if comp.error == DEADLINE_ERROR:
+                    raise DeadlinePassed(DEADLINE_ERROR)
                 if comp.error:
                     ep.stopped, ep.error = "error", f"model runtime: {comp.error}"
                     return ep
@@ -204,6 +211,10 @@ def run_episode(
                 ep.record["force_quit"] = True
                 ep.stopped = "max_steps"
                 return ep
+        return ep
+    except DeadlinePassed:  # the round's generation ran into the item's deadline (bench.deadline)
+        ep.stopped = "timeout"
+        ep.error = f"item timeout after {limits.item_timeout_s:g} s (mid-generation, round {ep.rounds})"
         return ep
     except BenchError:
         raise

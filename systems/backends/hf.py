@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.deadline import DEADLINE_ERROR
+from bench.deadline import passed as deadline_passed
+from bench.deadline import remaining as deadline_left
 from bench.errors import BackendUnavailable, BenchError
 from bench.hashing import stable_hash
 from bench.types import JSON, Completion, GenerationRequest, SamplingParams
@@ -272,6 +275,11 @@ class HFBackend:
         elif p.temperature > 0 and p.num_beams > 1:
             pass  # beam search is deterministic: temperature does not apply (documented in docs/systems-ar.md)
         stopping = _record_stop(tok, enc["input_ids"].shape[1]) if p.stop_at_record else None
+        left = deadline_left()
+        if left is not None:  # the agent loop's per-item deadline (bench.deadline)
+            from transformers import MaxTimeCriteria, StoppingCriteriaList
+
+            stopping = StoppingCriteriaList([*(stopping or []), MaxTimeCriteria(max_time=max(left, 1e-3))])
         t0 = time.perf_counter()
         with torch.inference_mode():
             gen = model.generate(
@@ -282,6 +290,10 @@ class HFBackend:
                 tokenizer=tok if p.stop else None,
             )
         seconds = (time.perf_counter() - t0) / len(batch)
+        if deadline_passed():  # cut by the time limit: an error, so the call cache never keeps it
+            return [Completion(text="", finish_reason="error", error=DEADLINE_ERROR, seconds=seconds)] * len(
+                batch
+            )
         new = gen[:, enc["input_ids"].shape[1] :].tolist()
         prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
         out = []

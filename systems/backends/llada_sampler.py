@@ -38,6 +38,8 @@ from typing import Any, Literal, Protocol
 
 import torch
 
+from bench.deadline import check as check_deadline
+
 Remasking = Literal["low_confidence", "random"]
 
 #: Bump when the sampler's output for the same inputs changes; backends put it in their identity().
@@ -280,6 +282,7 @@ def denoise(
     commits: list[torch.Tensor] = []
     use_cache = config.prefix_cache and cached_model is not None and config.cfg_scale == 0
     for nb in range(num_blocks):
+        check_deadline()  # the agent loop's per-item deadline (bench.deadline): raises once passed
         start = prompt_length + nb * block_length
         end = min(prompt_length + (nb + 1) * block_length, total)
         block_masked = x[:, start:end] == mask_id

@@ -41,6 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.deadline import check as check_deadline
+
 _CONTEXTS: dict[tuple[int, int, int], Any] = {}  # (model pointer, n_ctx, width) -> context
 _CONTEXTS_LOCK = threading.Lock()
 
@@ -203,6 +205,7 @@ def _search(
     pieces: dict[int, str] = {}
     half, steps = 0, 0
     for step in range(max_tokens):
+        check_deadline()  # the agent loop's per-item deadline (bench.deadline): raises once passed
         flat = (np.asarray([b.logprob for b in beams])[:, None] + logps).ravel()
         k = min(2 * width, flat.size)
         top = np.argpartition(-flat, k - 1)[:k]

@@ -18,6 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.deadline import DEADLINE_ERROR, DeadlinePassed
+from bench.deadline import passed as deadline_passed
+from bench.deadline import remaining as deadline_left
 from bench.errors import BackendUnavailable
 from bench.hashing import stable_hash
 from bench.types import JSON, Completion, GenerationRequest
@@ -122,8 +125,9 @@ def _load_llama(path: Path, n_ctx: int, logits_all: bool, n_threads: int | None)
         return _MODELS[key]
 
 
-def _chat_until_record(llm: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """A chat completion streamed and ended once the text holds a complete record.
+def _streamed_chat(llm: Any, kwargs: dict[str, Any], until_record: bool) -> dict[str, Any]:
+    """A chat completion streamed, ended once the text holds a complete record (`until_record`) or
+    once the call's deadline passes (bench.deadline; finish reason "deadline").
 
     SmolLM2 often writes a record and then keeps going (more records, prose) until `max_tokens`; on
     TruthfulQA and Self-Instruct that tail was most of an AR cell's time. Streaming yields exactly the
@@ -144,9 +148,13 @@ def _chat_until_record(llm: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
             if piece:
                 text += piece
                 pieces += 1
-                if ("}" in piece or "`" in piece or "]" in piece) and record_complete(text):
+                closes = "}" in piece or "`" in piece or "]" in piece
+                if until_record and closes and record_complete(text):
                     finish = "stop"
                     break
+            if deadline_passed():
+                finish = "deadline"
+                break
     finally:
         stream.close()
     prompt_tokens = max(0, int(llm.n_tokens) + 1 - pieces)
@@ -257,8 +265,9 @@ class LlamaCppBackend:
                         prompt = "\n\n".join(m["content"] for m in msgs) + "\n"
                         resp = llm.create_completion(prompt=prompt, **kwargs)
                         resp["choices"][0]["message"] = {"content": resp["choices"][0].get("text", "")}
-                    elif p.stop_at_record and "grammar" not in kwargs:
-                        resp = _chat_until_record(llm, kwargs)
+                    elif (p.stop_at_record and "grammar" not in kwargs) or deadline_left() is not None:
+                        until = p.stop_at_record and "grammar" not in kwargs
+                        resp = _streamed_chat(llm, kwargs, until_record=until)
                     else:
                         resp = llm.create_chat_completion(**kwargs)
             except ValueError as exc:  # e.g. prompt longer than the context window: a harness failure
@@ -270,6 +279,16 @@ class LlamaCppBackend:
                 continue
             choice = resp["choices"][0]
             usage = resp.get("usage") or {}
+            if choice.get("finish_reason") == "deadline":  # cut mid-generation: never cached, never scored
+                out.append(
+                    Completion(
+                        text=choice["message"].get("content") or "",
+                        finish_reason="error",
+                        error=DEADLINE_ERROR,
+                        seconds=time.perf_counter() - t0,
+                    )
+                )
+                continue
             out.append(
                 Completion(
                     text=choice["message"].get("content") or "",
@@ -305,16 +324,21 @@ class LlamaCppBackend:
                 error=f"prompt of {len(prompt)} tokens does not fit n_ctx {self.n_ctx}",
                 seconds=time.perf_counter() - t0,
             )
-        with _MODELS_LOCK:
-            result = beam_search(
-                llm,
-                prompt,
-                width=p.num_beams,
-                max_tokens=p.max_tokens,
-                eos={int(llm.token_eos())},
-                detokenize=lambda ids: llm.detokenize(ids).decode("utf-8", errors="ignore"),
-                stop=p.stop,
-                until=record_complete if p.stop_at_record else None,
+        try:
+            with _MODELS_LOCK:
+                result = beam_search(
+                    llm,
+                    prompt,
+                    width=p.num_beams,
+                    max_tokens=p.max_tokens,
+                    eos={int(llm.token_eos())},
+                    detokenize=lambda ids: llm.detokenize(ids).decode("utf-8", errors="ignore"),
+                    stop=p.stop,
+                    until=record_complete if p.stop_at_record else None,
+                )
+        except DeadlinePassed:
+            return Completion(
+                text="", finish_reason="error", error=DEADLINE_ERROR, seconds=time.perf_counter() - t0
             )
         return Completion(
             text=result.text,

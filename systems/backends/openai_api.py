@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.deadline import DEADLINE_ERROR
+from bench.deadline import remaining as deadline_left
 from bench.errors import BackendUnavailable, BenchError
 from bench.types import JSON, Completion, GenerationRequest
 
@@ -223,14 +225,22 @@ class OpenAIBackend:
             while True:
                 attempts += 1
                 retry_after: float | None = None
+                left = deadline_left()  # the agent loop's per-item deadline caps the request (bench.deadline)
+                if left is not None and left <= 0:
+                    return Completion(
+                        text="", finish_reason="error", error=DEADLINE_ERROR, seconds=time.perf_counter() - t0
+                    )
+                timeout = self.timeout_s if left is None else min(self.timeout_s, left)
                 try:
                     raw = await client.chat.completions.with_raw_response.create(
-                        **args, extra_body=extra or None, timeout=self.timeout_s
+                        **args, extra_body=extra or None, timeout=timeout
                     )
                     return self._completion(raw.http_response.text, time.perf_counter() - t0)
                 except MalformedResponse as exc:
                     last = f"malformed response body ({exc})"
                 except openai.APITimeoutError:
+                    if timeout < self.timeout_s:
+                        continue  # the deadline, not the server: the check above ends the call
                     last = f"timed out after {self.timeout_s:g}s"
                 except openai.APIConnectionError as exc:
                     last = f"connection error ({type(exc.__cause__ or exc).__name__})"
