@@ -208,6 +208,16 @@ def per_seed_macro(df: pd.DataFrame) -> pd.DataFrame:
     return g.reset_index()
 
 
+def task_coverage(df: pd.DataFrame) -> dict[tuple[str, str], tuple[int, int]]:
+    """(system, metric) -> (tasks whose mean is defined, tasks the system ran): a macro mean over fewer
+    tasks than the system ran (a task with no parsed record, a failed cell) is marked in tables."""
+    ran = df.groupby(["system", "metric"], sort=False)["task"].nunique().to_dict()
+    ok = df[df["status"] == "ok"]
+    task_means = ok.groupby(["system", "metric", "task"], sort=False)["value"].mean().dropna()
+    defined = task_means.groupby(level=["system", "metric"], sort=False).size().to_dict()
+    return {key: (int(defined.get(key, 0)), int(n)) for key, n in ran.items()}
+
+
 def system_stats(df: pd.DataFrame) -> dict[tuple[str, str], tuple[Stat, int]]:
     """(system, metric) -> (macro Stat, failed cells).
 

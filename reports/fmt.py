@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 DASH = "\u2013"  # en dash: how a NaN (metric undefined, e.g. no parsed record) is shown
+PARTIAL_MARK = "\u2020"  # dagger: a macro mean over fewer tasks than the system ran (explained in notes)
 
 # Why a cell has no number, when it is not a NaN: each reason has its own mark (explained in every
 # table's notes), so a failed cell never looks like a system that was not run or is not built yet.

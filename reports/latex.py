@@ -36,6 +36,7 @@ _LATEX_SPECIAL = {
     "\u00b7": r"$\cdot$",
     "\u2191": r"$\uparrow$",
     "\u2193": r"$\downarrow$",
+    "\u2020": r"$^\dagger$",
 }
 _ARROW = {"up": r"$\uparrow$", "down": r"$\downarrow$"}
 
@@ -56,9 +57,10 @@ def _cell_tex(cell: TableCell, show_std: bool) -> str:
     mean = fmt_num(cell.mean, d)
     if cell.bold:
         mean = rf"\textbf{{{mean}}}"
+    partial = r"$^\dagger$" if cell.tasks else ""  # a mean over fewer tasks than the system ran
     if show_std and cell.std == cell.std:  # not NaN
-        return rf"{mean}\,{{\scriptsize$\pm${fmt_num(cell.std, d)}}}"
-    return mean
+        return rf"{mean}\,{{\scriptsize$\pm${fmt_num(cell.std, d)}}}{partial}"
+    return mean + partial
 
 
 def render_table_latex(table: Table, *, float_env: bool = True) -> str:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from bench.errors import BenchError
 from bench.stats import Stat, paired_test, welch_p
-from reports.fmt import DASH, MARKS, fmt_mean_std, fmt_num, is_missing, marks_note
+from reports.fmt import DASH, MARKS, PARTIAL_MARK, fmt_mean_std, fmt_num, is_missing, marks_note
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -164,6 +164,7 @@ class TableCell:
     decimals: int | None = None
     bold: bool = False
     mark: str | None = None  # failed | pending | not_run (reports.fmt.MARKS); None: a number or a NaN
+    tasks: tuple[int, int] | None = None  # (tasks with a value, tasks run) when the mean covers fewer
 
     @property
     def missing(self) -> bool:
@@ -175,9 +176,10 @@ class TableCell:
             return MARKS[self.mark]
         if self.missing:
             return DASH
+        partial = PARTIAL_MARK if self.tasks else ""
         if show_std:
-            return fmt_mean_std(self.mean, self.std, self.decimals)
-        return fmt_num(self.mean, self.decimals)
+            return fmt_mean_std(self.mean, self.std, self.decimals) + partial
+        return fmt_num(self.mean, self.decimals) + partial
 
 
 @dataclass
@@ -254,13 +256,13 @@ class RunSource:
         return self.df if not tasks else self.df[self.df["task"].isin(tasks)]
 
     def value(self, system: str, metric: str, tasks: list[str] | None) -> TableCell:
-        from reports.aggregate import per_seed_macro, system_stats
+        from reports.aggregate import per_seed_macro, system_stats, task_coverage
 
         key = tuple(tasks or ())
         if key not in self._cache:
             frame = self._frame(tasks)
-            self._cache[key] = (system_stats(frame), per_seed_macro(frame))
-        stats, macro = self._cache[key]
+            self._cache[key] = (system_stats(frame), per_seed_macro(frame), task_coverage(frame))
+        stats, macro, coverage = self._cache[key]
         if system not in self._systems():
             suite = self.manifest.get("suite") or {}
             pending = suite.get("pending") or {}
@@ -280,9 +282,15 @@ class RunSource:
         prov = f"{self.describe()}: macro mean over {scope}; {st.n} seed(s)"
         if n_failed:
             prov += f", {n_failed} failed cell(s) left out"
+        defined, ran = coverage.get((system, metric), (0, 0))
+        partial = (defined, ran) if 0 < defined < ran else None
+        if partial:
+            prov += f"; defined on {defined} of the {ran} tasks it ran (the others have no value)"
         from reports.aggregate import metric_bounds
 
-        return TableCell(st.mean, st.std, st.n, st.bounded_interval(metric_bounds(metric)), seeds, prov)
+        cell = TableCell(st.mean, st.std, st.n, st.bounded_interval(metric_bounds(metric)), seeds, prov)
+        cell.tasks = partial
+        return cell
 
 
 class ResultsFileSource:
@@ -411,7 +419,7 @@ def mark_best(table: Table, rule: str, alpha: float) -> None:
         if col.better is None or rule == "none":
             continue
         cands = [(r.key, table.cell(r.key, col.key)) for r in table.rows()]
-        cands = [(k, c) for k, c in cands if not c.missing]
+        cands = [(k, c) for k, c in cands if not c.missing and not c.tasks]  # partial means: not compared
         if not cands:
             continue
         cands.sort(key=lambda kc: kc[1].mean, reverse=col.better == "up")
@@ -443,6 +451,11 @@ def mark_best(table: Table, rule: str, alpha: float) -> None:
     else:
         table.notes.append("Values: mean over seeds.")
     table.notes.append(marks_note())
+    if any(c.tasks for c in table.cells.values()):
+        table.notes.append(
+            f"{PARTIAL_MARK}: mean over only the tasks where the value is defined; the system ran more "
+            "(a task without a parsed record or with a failed cell has no value)."
+        )
 
 
 def tables_for_run(run_dir: Path | str, names: list[str] | None = None) -> list[Table]:

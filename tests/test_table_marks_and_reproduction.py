@@ -155,3 +155,44 @@ def test_table_and_reproduction_latex_compile(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-2000:]
     assert (tmp_path / "t.pdf").stat().st_size > 1000
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")
+def test_a_mean_over_fewer_tasks_than_the_system_ran_is_marked_and_never_bold(tmp_path):
+    """`llada` parses nothing on task b, so its similarity there is NaN: the macro mean is task a's
+    alone. Printed bare, 0.9 would beat LLaMA's 0.6 over both tasks, although on b llada gave nothing."""
+    from reports.fixtures import write_run
+    from reports.fmt import PARTIAL_MARK
+
+    nan = float("nan")
+    run = write_run(
+        tmp_path / "run",
+        {
+            ("ar-llama31-8b", "a"): {"similarity": [0.6, 0.6, 0.6], "tsr": [0.5, 0.5, 0.5]},
+            ("ar-llama31-8b", "b"): {"similarity": [0.6, 0.6, 0.6], "tsr": [0.5, 0.5, 0.5]},
+            ("llada", "a"): {"similarity": [0.9, 0.9, 0.9], "tsr": [0.1, 0.1, 0.1]},
+            ("llada", "b"): {"similarity": [nan, nan, nan], "tsr": [0.0, 0.0, 0.0]},
+        },
+        manifest={"profile": "embedded"},
+        tables=[TABLE],
+    )
+    table = tables_for_run(run)[0]
+    sim = table.cell("llada", "similarity")
+    assert sim.tasks == (1, 2) and sim.mean == pytest.approx(0.9)
+    assert sim.text(False).endswith(PARTIAL_MARK) and "defined on 1 of the 2 tasks" in sim.provenance
+    assert not sim.bold  # a partial mean is not compared for the best value
+    assert table.cell("llada", "tsr").tasks is None  # defined on both tasks: no mark
+    assert table.cell("ar-llama31-8b", "similarity").tasks is None
+    assert any(n.startswith(PARTIAL_MARK) for n in table.notes)
+    assert PARTIAL_MARK in render_table_md(table)
+    tex = render_latex_document([table])
+    assert r"0.90\,{\scriptsize$\pm$0.00}$^\dagger$" in tex
+    (tmp_path / "t.tex").write_text(tex, encoding="utf-8")
+    proc = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "t.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
