@@ -71,7 +71,8 @@ def _prdc(cell: CellView) -> dict[str, float]:
     out = dict.fromkeys(("precision", "recall", "density", "coverage"), NAN)
     if feats is not None:
         fake, real = feats
-        k = min(PRDC_K, len(real) - 1, len(fake) - 1)
+        # prdc takes each point's (k+1)-th smallest distance, itself included, so k <= n - 2 per set
+        k = min(PRDC_K, len(real) - 2, len(fake) - 2)
         if k >= 1:
             with contextlib.redirect_stdout(io.StringIO()):  # the library prints the set sizes
                 got = lib.compute_prdc(real_features=real, fake_features=fake, nearest_k=k)

@@ -9,6 +9,7 @@ resources are given; everything else never touches a model.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 from bench.registry import METRICS
@@ -33,6 +34,7 @@ def score_cell(
     values: dict[str, float] = {}
     versions: dict[str, int] = {}
     unavailable: dict[str, str] = {}
+    errors: dict[str, str] = {}
     for name in names:
         fn = METRICS.get(name)
         meta = METRICS.meta(name)
@@ -45,6 +47,10 @@ def score_cell(
             value = float(fn(cell))
         except MissingResourceError as exc:
             value, unavailable[name] = NAN, str(exc)
+        except Exception as exc:  # a metric's bug must not throw away the cell's generations
+            value = NAN
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"metric {name!r} raised {errors[name]}; scored NaN for this cell", stacklevel=2)
         values[name] = value if math.isfinite(value) else NAN
     info: JSON = dict(cell.info)
     info.update(
@@ -59,6 +65,8 @@ def score_cell(
     )
     if unavailable:
         info["unavailable"] = unavailable
+    if errors:  # in cell.json under scoring.metric_errors; `bench rescore` recomputes after a fix
+        info["metric_errors"] = errors
     rows = [{**j.row(), **cell.row_extras.get(pos, {})} for pos, j in enumerate(cell.judged)]
     return CellScore(values=values, rows=rows, info=info)
 

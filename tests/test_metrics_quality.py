@@ -228,3 +228,39 @@ def test_missing_library_names_the_extra(monkeypatch):
         monkeypatch.delitem(sys.modules, mod)
     with pytest.raises(MissingExtraError, match=r"aod-bench\[quality\]"):
         require("sdmetrics.single_column", "sdmetrics", metric="marginal_fidelity")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_prdc_on_a_cell_of_few_records_is_defined_from_three_and_never_raises(res, n):
+    """A TruthfulQA `ar` cell with 2 parsed records crashed prdc (k = n - 1 = 1 needs a 3rd point) and
+    failed the whole cell, generations lost. prdc counts each point as its own nearest neighbour, so
+    k <= n - 2: NaN below 3 records, the library's own value from 3 on."""
+    from prdc import compute_prdc
+
+    synth = _records(n, 9)
+    v = _score(synth, res, names=["precision", "recall", "density", "coverage"]).values
+    if n < 3:
+        assert all(math.isnan(v[m]) for m in ("precision", "recall", "density", "coverage"))
+        return
+    emb = res.embedder()
+    from metrics.records import values_text
+
+    p = np.asarray(emb.encode([values_text(r) for r in synth]), dtype=np.float32)
+    q = np.asarray(emb.encode([values_text(r) for r in HOLDOUT]), dtype=np.float32)
+    direct = compute_prdc(real_features=q, fake_features=p, nearest_k=min(5, n - 2))
+    for m in ("precision", "recall", "density", "coverage"):
+        assert v[m] == pytest.approx(float(direct[m]))
+
+
+def test_a_metric_that_raises_is_nan_with_its_error_and_the_cell_is_kept(res, monkeypatch):
+    """A metric's bug costs that metric, not the cell: scoring goes on, the error is in the cell's info."""
+    from bench.registry import METRICS
+
+    def broken(cell):  # type: ignore[no-untyped-def]
+        raise ValueError("kth(=2) out of bounds (2)")
+
+    monkeypatch.setitem(METRICS._entries, "similarity", broken)
+    with pytest.warns(UserWarning, match="metric 'similarity' raised ValueError"):
+        out = _score(_records(6, 3), res, names=["parse_rate", "similarity"])
+    assert out.values["parse_rate"] == 1.0 and math.isnan(out.values["similarity"])
+    assert out.info["metric_errors"] == {"similarity": "ValueError: kth(=2) out of bounds (2)"}
