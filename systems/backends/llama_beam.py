@@ -43,7 +43,7 @@ import numpy as np
 
 from bench.deadline import check as check_deadline
 
-_CONTEXTS: dict[tuple[int, int, int], Any] = {}  # (model pointer, n_ctx, width) -> context
+_CONTEXTS: dict[tuple[int, int], tuple[int, Any]] = {}  # (model pointer, width) -> (n_ctx, context)
 _CONTEXTS_LOCK = threading.Lock()
 
 
@@ -66,26 +66,32 @@ class _Beam:
 
 
 def _context(llm: Any, n_ctx: int, width: int) -> Any:
-    """A llama.cpp context over `llm`'s weights with room for 2 * width sequences (cached per process)."""
+    """A llama.cpp context over `llm`'s weights with room for 2 * width sequences and at least `n_ctx`
+    cells. One per model and width per process: a larger need replaces it (a 10k-cell KV cache of
+    SmolLM2 holds about 240 MB), a smaller one reuses it."""
     import llama_cpp
 
     model = llm._model.model  # the loaded weights; a second context shares them
-    key = (ctypes.cast(model, ctypes.c_void_p).value or 0, n_ctx, width)
+    key = (ctypes.cast(model, ctypes.c_void_p).value or 0, width)
     with _CONTEXTS_LOCK:
-        if key not in _CONTEXTS:
-            # the plain Llama context's settings (flash attention off, its RoPE/YaRN values), so a beam
-            # computes the logits that sampling would; llama.cpp's defaults differ (flash attention auto)
-            params = type(llm.context_params).from_buffer_copy(llm.context_params)
-            params.n_ctx = n_ctx
-            params.n_batch = min(512, n_ctx)
-            params.n_ubatch = min(512, n_ctx)
-            params.n_seq_max = 2 * width
-            params.kv_unified = True  # beams share their common prefix's cells
-            ctx = llama_cpp.llama_init_from_model(model, params)
-            if ctx is None:
-                raise RuntimeError(f"llama.cpp could not create a {n_ctx}-token beam-search context")
-            _CONTEXTS[key] = ctx
-        return _CONTEXTS[key]
+        have = _CONTEXTS.get(key)
+        if have is not None and have[0] >= n_ctx:
+            return have[1]
+        if have is not None:
+            llama_cpp.llama_free(have[1])
+        # the plain Llama context's settings (flash attention off, its RoPE/YaRN values), so a beam
+        # computes the logits that sampling would; llama.cpp's defaults differ (flash attention auto)
+        params = type(llm.context_params).from_buffer_copy(llm.context_params)
+        params.n_ctx = n_ctx
+        params.n_batch = min(512, n_ctx)
+        params.n_ubatch = min(512, n_ctx)
+        params.n_seq_max = 2 * width
+        params.kv_unified = True  # beams share their common prefix's cells
+        ctx = llama_cpp.llama_init_from_model(model, params)
+        if ctx is None:
+            raise RuntimeError(f"llama.cpp could not create a {n_ctx}-token beam-search context")
+        _CONTEXTS[key] = (n_ctx, ctx)
+        return ctx
 
 
 def context_size(prompt_tokens: int, max_tokens: int, width: int) -> int:
