@@ -83,6 +83,19 @@ def test_a_slow_server_times_out_and_the_retry_succeeds(faults):
     assert time.perf_counter() - t0 >= 1.0  # the first attempt waited for its timeout
 
 
+def test_the_callers_deadline_caps_the_request_and_is_not_retried(faults):
+    """Under bench.deadline (the agent loop's per-item timeout) a slow server costs the deadline, not
+    `timeout_s` times the retries; the completion is the deadline error, which the cache never keeps."""
+    from bench.deadline import DEADLINE_ERROR, deadline
+
+    faults.set_plan([], then="slow")  # every answer takes 2.5 s
+    b = backend(faults.base_url, timeout_s=30.0, max_retries=5)
+    with deadline(0.5):
+        [c] = b.generate([ask("Say hello.")])
+    assert c.error == DEADLINE_ERROR and c.finish_reason == "error"
+    assert len(faults.log) == 1  # cut once at the deadline, no retry
+
+
 def test_gives_up_after_the_budget_with_a_clear_error(faults):
     faults.set_plan([], then="500")
     b = backend(faults.base_url, max_retries=2)

@@ -14,6 +14,7 @@ repr, identity, cache key or error message. A local server (any `base_url`) acce
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import os
 import random
@@ -326,7 +327,8 @@ def _run_coroutine(coro: Any) -> Any:
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
 
-    t = threading.Thread(target=runner, name="openai-backend")
+    context = contextvars.copy_context()  # the caller's deadline (bench.deadline) holds in the thread too
+    t = threading.Thread(target=context.run, args=(runner,), name="openai-backend")
     t.start()
     t.join()
     if "error" in box:
