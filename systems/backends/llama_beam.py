@@ -28,7 +28,9 @@ with length_penalty 1 and early_stopping False):
 - The search ends when k hypotheses are finished and no live beam can beat the worst of them (best live
   sum over the current length), or at `max_tokens`, where the live beams join the finished ones.
 
-Ours: the length counts the ending token too (EOS included), so no hypothesis has length 0.
+The length counts the ending token too (EOS included), as transformers 5 does (`cur_len + 1 -
+prompt length` in `_update_finished_beams`), so no hypothesis has length 0. Ours: a completed record
+(`until`) ends a hypothesis; transformers' stopping criteria stop the whole search instead.
 """
 
 from __future__ import annotations
