@@ -12,9 +12,11 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
+from bench.errors import BenchError
 from bench.registry import METRICS
 from bench.types import JSON, MetricResources, Sample, TaskSpec
 from metrics.cell import NAN, CellView, MissingResourceError
+from metrics.structure import InvalidSchemaError
 
 
 @dataclass
@@ -47,6 +49,8 @@ def score_cell(
             value = float(fn(cell))
         except MissingResourceError as exc:
             value, unavailable[name] = NAN, str(exc)
+        except (BenchError, InvalidSchemaError):  # the user's input (a bad schema, a bad setting): loud
+            raise
         except Exception as exc:  # a metric's bug must not throw away the cell's generations
             value = NAN
             errors[name] = f"{type(exc).__name__}: {exc}"

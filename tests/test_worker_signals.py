@@ -11,8 +11,22 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from filesuite import make_suite, no_html  # noqa: F401 (autouse fixture)
 from test_run_lock import _start, _wait_for
+
+
+@pytest.fixture(autouse=True)
+def sigint_as_in_a_foreground_shell():
+    """A non-interactive shell starts `cmd &` with SIGINT ignored, and exec keeps an ignored signal, so
+    pytest run in the background (`.ci/run &`) gave every `bench run` child an ignored Ctrl-C: both
+    Ctrl-C tests failed there and passed in the foreground. Each test starts from what a terminal gives
+    a foreground process: Python's own handler here, the default disposition in the children it execs."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def _hanging_run(tmp_path: Path):
