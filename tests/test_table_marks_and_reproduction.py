@@ -138,6 +138,19 @@ def test_reproduction_is_in_report_md_and_report_html(tmp_path):
     assert 'class="worse"' in page or 'class="better"' in page
 
 
+def _assert_compiles(tex: str, where: Path) -> None:
+    """pdflatex builds `tex` in `where` without an error (the PDF lands there as t.pdf)."""
+    (where / "t.tex").write_text(tex, encoding="utf-8")
+    proc = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "t.tex"],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:]
+
+
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex not installed")
 def test_table_and_reproduction_latex_compile(tmp_path):
     run = make_run(tmp_path)
@@ -145,15 +158,7 @@ def test_table_and_reproduction_latex_compile(tmp_path):
     tex = render_latex_document(
         tables, [render_reproduction_latex(build_reproduction(tables[0], PAPER.name))]
     )
-    (tmp_path / "t.tex").write_text(tex, encoding="utf-8")
-    proc = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "t.tex"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:]
+    _assert_compiles(tex, tmp_path)
     assert (tmp_path / "t.pdf").stat().st_size > 1000
 
 
@@ -187,12 +192,4 @@ def test_a_mean_over_fewer_tasks_than_the_system_ran_is_marked_and_never_bold(tm
     assert PARTIAL_MARK in render_table_md(table)
     tex = render_latex_document([table])
     assert r"0.90\,{\scriptsize$\pm$0.00}$^\dagger$" in tex
-    (tmp_path / "t.tex").write_text(tex, encoding="utf-8")
-    proc = subprocess.run(
-        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "t.tex"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:]
+    _assert_compiles(tex, tmp_path)

@@ -291,9 +291,10 @@ class HFBackend:
             )
         seconds = (time.perf_counter() - t0) / len(batch)
         if deadline_passed():  # cut by the time limit: an error, so the call cache never keeps it
-            return [Completion(text="", finish_reason="error", error=DEADLINE_ERROR, seconds=seconds)] * len(
-                batch
-            )
+            return [
+                Completion(text="", finish_reason="error", error=DEADLINE_ERROR, seconds=seconds)
+                for _ in batch
+            ]
         new = gen[:, enc["input_ids"].shape[1] :].tolist()
         prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
         out = []
