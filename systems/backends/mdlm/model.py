@@ -14,10 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-Lines = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
-"""(slot vectors (b, line_slots, line_dim), slot mask (b, line_slots), window vectors (b, W, line_dim),
-copy sources (b, W) bool): one sentence embedding per prompt line, per token-window column its line's,
-and whether the copy head may copy that column (conditioning.py)."""
+Lines = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""(slot vectors (b, line_slots, line_dim), slot mask (b, line_slots), window vectors (b, W, line_dim)):
+one sentence embedding per prompt line, and per token-window column its line's (conditioning.py)."""
 
 
 @dataclass(frozen=True)
@@ -101,11 +100,6 @@ class MaskedDiffusionTransformer(nn.Module):
         if cfg.line_slots > 0:
             self.line_proj = nn.Linear(cfg.line_dim, cfg.d_model)
             self.line_tok_proj = nn.Linear(cfg.line_dim, cfg.d_model, bias=False)  # no line: adds 0
-            # note head: each position attends over the line vectors; the result biases its vocabulary
-            # logits through the tied embeddings (see _note_bias)
-            self.note_q = nn.Linear(cfg.d_model, cfg.d_model)
-            self.note_k = nn.Linear(cfg.line_dim, cfg.d_model)
-            self.note_v = nn.Linear(cfg.line_dim, cfg.d_model)
             self.line_pos = nn.Embedding(cfg.line_slots, cfg.d_model)
             nn.init.normal_(self.line_pos.weight, std=0.02)
         nn.init.normal_(self.tok.weight, std=0.02)
@@ -122,38 +116,8 @@ class MaskedDiffusionTransformer(nn.Module):
     def _embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return self.tok(x) + self.pos(pos)
 
-    def _note_bias(self, hn: torch.Tensor, lines: Lines | None) -> torch.Tensor | None:
-        """Vocabulary-logit bias from the prompt's line vectors, (..., V), or None without lines.
-
-        A position attends over the line slots (query: its state; keys and values: the lines' sentence
-        vectors) and the attended value is read out through the tied token embeddings. Why a head of
-        its own: a set note ("The arriveBy is in the morning.") names no token the record copies, so the
-        copy head cannot serve it, and through the transformer layers alone the model did not learn
-        to use such notes in 900 steps (teacher-forced, p(morning hour) 0.354 with the note against
-        0.345 without). This path is one linear map from a note's meaning to the logits it should move.
-        `hn` is (b, L, d) for `lines` of b rows, or (n, d) rows picked from them (then `lines` already
-        holds one row per picked position).
-        """
-        if lines is None or self.cfg.line_slots == 0:
-            return None
-        vec, mask = lines[0], lines[1]
-        q = self.note_q(hn)
-        k, v = self.note_k(vec), self.note_v(vec)
-        if hn.dim() == 2:  # picked rows: (n, d) against (n, K, d)
-            scores = torch.bmm(k, q[:, :, None]).squeeze(-1) / math.sqrt(q.shape[-1])
-            attn = torch.softmax(scores.masked_fill(~mask, -torch.inf), dim=-1).nan_to_num(0.0)
-            ctx = torch.bmm(attn[:, None, :], v).squeeze(1)
-        else:
-            scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
-            attn = torch.softmax(scores.masked_fill(~mask[:, None, :], -torch.inf), dim=-1).nan_to_num(0.0)
-            ctx = attn @ v
-        return ctx @ self.tok.weight.T
-
     def _head(
-        self,
-        h: torch.Tensor,
-        prompt: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
-        lines: Lines | None = None,
+        self, h: torch.Tensor, prompt: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
     ) -> torch.Tensor:
         """Vocabulary logits; with the copy head, log of a mixture of vocabulary and copy distributions.
 
@@ -164,9 +128,6 @@ class MaskedDiffusionTransformer(nn.Module):
         """
         hn = self.ln_f(h)
         logits = hn @ self.tok.weight.T
-        bias = self._note_bias(hn, lines)
-        if bias is not None:
-            logits = logits + bias
         if prompt is None or self.cfg.prompt_width == 0:
             return logits
         ph, pids, pmask = prompt
@@ -198,8 +159,6 @@ class MaskedDiffusionTransformer(nn.Module):
         pmask = (pids >= 5) & self.copyable[pids]
         if attention_mask is not None:
             pmask = pmask & attention_mask[:, :w]
-        if lines is not None and lines[3].shape[1] == w:
-            pmask = pmask & lines[3]
         return h[:, :w], pids, pmask
 
     def _with_lines(
@@ -214,7 +173,7 @@ class MaskedDiffusionTransformer(nn.Module):
             vec = torch.zeros((b, k, self.cfg.line_dim))
             lmask = torch.zeros((b, k), dtype=torch.bool)
         else:
-            vec, lmask, window, _ = lines
+            vec, lmask, window = lines
             w = window.shape[1]
             h = torch.cat([h[:, :w] + self.line_tok_proj(window), h[:, w:]], dim=1)
         hl = self.line_proj(vec) + self.line_pos.weight[None]
@@ -238,7 +197,7 @@ class MaskedDiffusionTransformer(nn.Module):
         attention_mask: torch.Tensor | None = None,
         lines: Lines | None = None,
     ) -> torch.Tensor:
-        return self._head(h, self._prompt_of(x, h, attention_mask, lines), lines)
+        return self._head(h, self._prompt_of(x, h, attention_mask))
 
     def target_log_probs(
         self,
@@ -258,10 +217,8 @@ class MaskedDiffusionTransformer(nn.Module):
         rows, cols = where.nonzero(as_tuple=True)
         hn = self.ln_f(h[rows, cols])
         logits = hn @ self.tok.weight.T
-        if lines is not None and self.cfg.line_slots:
-            logits = logits + self._note_bias(hn, (lines[0][rows], lines[1][rows], lines[2], lines[3]))
         lp_vocab = logits.gather(-1, targets[:, None]).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-        prompt = self._prompt_of(x, h, attention_mask, lines)
+        prompt = self._prompt_of(x, h, attention_mask)
         if prompt is None:
             return lp_vocab
         ph, pids, pmask = prompt
@@ -301,9 +258,9 @@ class MaskedDiffusionTransformer(nn.Module):
             h, (k, v) = blk(h, am)
             cache.append((k[:, :, : nl + prefix_length], v[:, :, : nl + prefix_length]))
         h = h[:, nl:]
-        prompt = self._prompt_of(x, h, attention_mask, lines)
+        prompt = self._prompt_of(x, h, attention_mask)
         line_mask = None if am is None else am[:, :nl]
-        return self._head(h, prompt, lines), (prefix_length, cache, prompt, line_mask, lines)
+        return self._head(h, prompt), (prefix_length, cache, prompt, line_mask)
 
     @torch.no_grad()
     def forward_suffix(
@@ -313,7 +270,7 @@ class MaskedDiffusionTransformer(nn.Module):
 
         `attention_mask` covers the whole token sequence (prefix + suffix), as in the full pass.
         """
-        prefix_length, layers, prompt, line_mask, lines = cache  # type: ignore[misc]
+        prefix_length, layers, prompt, line_mask = cache  # type: ignore[misc]
         total = prefix_length + x_suffix.shape[1]
         pos = self._positions(total, attention_mask)[:, prefix_length:]
         h = self._embed(x_suffix, pos)
@@ -324,7 +281,7 @@ class MaskedDiffusionTransformer(nn.Module):
             am = torch.cat([line_mask, am], dim=1)
         for blk, past in zip(self.blocks, layers, strict=True):
             h, _ = blk(h, am, past=past)
-        return self._head(h, prompt, lines)
+        return self._head(h, prompt)
 
 
 class Conditioned:
@@ -341,20 +298,15 @@ class Conditioned:
     def _lines_for(self, b: int) -> Lines | None:
         if self.lines is None:
             return None
-        vec, mask, window, src = self.lines
+        vec, mask, window = self.lines
         n = vec.shape[0]
         if n == b:
-            return vec, mask, window, src
+            return vec, mask, window
         if n == 1:
-            return vec.expand(b, -1, -1), mask.expand(b, -1), window.expand(b, -1, -1), src.expand(b, -1)
-        if b == 2 * n:  # CFG: conditional rows, then unconditional ones (no lines; copying moot)
+            return vec.expand(b, -1, -1), mask.expand(b, -1), window.expand(b, -1, -1)
+        if b == 2 * n:  # CFG: conditional rows, then unconditional ones
             z = torch.zeros_like
-            return (
-                torch.cat([vec, z(vec)]),
-                torch.cat([mask, z(mask)]),
-                torch.cat([window, z(window)]),
-                torch.cat([src, torch.ones_like(src)]),
-            )
+            return torch.cat([vec, z(vec)]), torch.cat([mask, z(mask)]), torch.cat([window, z(window)])
         raise ValueError(f"line vectors for {n} rows, model called on {b}")
 
     def __call__(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:

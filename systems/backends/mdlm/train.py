@@ -199,24 +199,6 @@ def add_notes(
     return kept, record
 
 
-def record_for(note: Note, records: list[JSON], rng: random.Random, tries: int = 40) -> JSON | None:
-    """A reference the note is already true of (None when `tries` random draws find none).
-
-    Training on a real record that satisfies the note teaches p(record | note) with every field
-    consistent. An edited record breaks the data's dependencies (a MultiWOZ `arriveBy` moved to the
-    morning no longer equals `leaveAt` + `duration`; a `day` set to saturday no longer matches the
-    train ID), and the model, which learns those dependencies from every other example, then learned
-    to ignore set notes (teacher-forced p(morning hour) 0.36 with the note against 0.35 without).
-    Notes no reference satisfies (`same` for MultiWOZ's departure and destination, values absent from
-    the data) fall back to the counterfactual edit.
-    """
-    for _ in range(tries):
-        r = rng.choice(records)
-        if note.holds(r):
-            return r
-    return None
-
-
 def noted_values(notes: list[Note], record: JSON) -> list[tuple[str, str]]:
     """(path, value text) of the fields the notes constrain, for the value-token loss weight."""
     out = []
@@ -351,8 +333,6 @@ def make_batch(
             first = None
             if prep.notes and prep.space is not None and rng.random() < cfg.note_prob:
                 first = rng.choice(prep.notes[rng.choice(list(prep.notes))])
-                if not skeleton:
-                    target = record_for(first, prep.fit, rng) or target
             parts, rec = training_example(spec, target, rng, prep.pools, cfg.hint_swap, n_examples=0)
             if k and len(prep.examples) > k:
                 parts.examples = [e for e in rng.sample(prep.examples, k + 1) if e is not target][:k]
