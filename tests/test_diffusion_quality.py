@@ -31,7 +31,16 @@ pytestmark = [
     pytest.mark.skipif(not Path(os.environ["BENCH_DATA_DIR"]).exists(), reason="BENCH_DATA_DIR absent"),
 ]
 
-SMALL = {"d_model": 64, "n_layers": 2, "n_heads": 2, "d_ff": 192, "train_steps": 150, "batch_size": 16}
+SMALL = {
+    "d_model": 64,
+    "n_layers": 2,
+    "n_heads": 2,
+    "d_ff": 192,
+    "train_steps": 150,
+    "batch_size": 16,
+    "note_pool": 400,
+    "example_pool": 32,
+}
 FAMILIES = ["multiwoz/train", "truthfulqa", "self_instruct", "superni/task1192_food_flavor_profile"]
 _MODELS: dict[tuple[str, str], tuple[TaskSpec, Any]] = {}
 

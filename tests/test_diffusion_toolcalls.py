@@ -24,7 +24,16 @@ from systems.tool_prompt import item_prompt, request_text
 
 DATA = Path(os.environ.get("BENCH_DATA_DIR", "/nonexistent"))
 pytestmark = pytest.mark.skipif(not (DATA / "bfcl").is_dir(), reason="needs BENCH_DATA_DIR with bfcl/")
-TINY = {"d_model": 48, "n_layers": 2, "n_heads": 2, "d_ff": 96, "train_steps": 30, "batch_size": 8}
+TINY = {
+    "d_model": 48,
+    "n_layers": 2,
+    "n_heads": 2,
+    "d_ff": 96,
+    "train_steps": 30,
+    "batch_size": 8,
+    "note_pool": 40,
+    "example_pool": 8,
+}
 TINY |= {"vocab_size": 600, "max_prompt_tokens": 96}
 
 

@@ -82,6 +82,8 @@ class MDLMParams(BaseModel):
     example_prob: float = Field(
         0.5, ge=0, le=1, description="Share of training batches with few-shot examples"
     )
+    note_pool: int = Field(3000, ge=1, description="Training notes, drawn once (seeded) and embedded up front")
+    example_pool: int = Field(256, ge=1, description="References few-shot examples are drawn from in training")
     train_steps: int = Field(900, ge=1, description="Optimizer steps (fixed, so training is deterministic)")
     batch_size: int | None = Field(None, ge=1, description="Training batch size; None: fit batch_tokens")
     batch_tokens: int = Field(6400, ge=256, description="Tokens per training batch when batch_size is None")
@@ -121,6 +123,8 @@ class MDLMParams(BaseModel):
             note_prob=self.note_prob,
             note_weight=self.note_weight,
             example_prob=self.example_prob,
+            note_pool=self.note_pool,
+            example_pool=self.example_pool,
             lr=self.lr,
             threads=self.threads or 1,
         )
