@@ -11,6 +11,7 @@ backends, and every round a perfect agent would play becomes one (prompt, step r
 (a turn without ground-truth calls gives only the second pair). The prompt is what `DLMPolicy` renders
 from the live conversation, so training and inference see the same shape:
 
+    Answer the request with calls to these functions.
     Functions: name(arg, opt?); ...
     Request: <the current user turn>
     Results: <name: result; ...>            (only after a round with calls)
@@ -28,7 +29,7 @@ from bench.tasks.bfcl import RECORD_SCHEMA
 from bench.tasks.bfcl_env import BFCLEnvironment
 from bench.types import JSON, Completion, GenerationRequest, SamplingParams, TaskSpec
 from systems.agent_loop import Messages
-from systems.tool_prompt import signature
+from systems.tool_prompt import TOOL_INSTRUCTION, signature
 
 RESULTS_PREFIX = "Results of your calls:"
 RESULT_CHARS = 120
@@ -36,7 +37,11 @@ RESULT_CHARS = 120
 
 def step_prompt(functions: list[JSON], request: str, results: list[tuple[str, str]] | None) -> str:
     """The DLM prompt of one round (module docstring)."""
-    lines = ["Functions: " + "; ".join(signature(f) for f in functions), "Request: " + request]
+    lines = [
+        TOOL_INSTRUCTION,
+        "Functions: " + "; ".join(signature(f) for f in functions),
+        "Request: " + request,
+    ]
     if results:
         lines.append(
             "Results: " + "; ".join(f"{n}: {' '.join(r.split())[:RESULT_CHARS]}" for n, r in results)

@@ -3,7 +3,9 @@
 The embedded DLM is trained on prompts of exactly this shape (with parts randomly present or absent),
 so what a prompt says steers what it generates; AoD's optimizer edits the parts or the rendered text.
 Layout, one item per line: instruction, free notes, examples, `Fields: a, b, c`, then `field: value`
-hints. Specific information comes last because over-long prompts are cut from the left.
+hints. The embedded DLM reads every line as a sentence vector and, as tokens, all lines but the first
+(the instruction) and the examples (the last 64, so notes and hints, which come last, stay in view;
+systems/backends/mdlm/conditioning.py).
 """
 
 from __future__ import annotations
@@ -117,6 +119,7 @@ def training_example(
     rng: random.Random,
     pools: Mapping[str, Sequence[Any]] | None = None,
     swap: float = 0.0,
+    n_examples: int | None = None,
 ) -> tuple[DiffusionPrompt, JSON]:
     """A training prompt and the record it asks for.
 
@@ -126,7 +129,7 @@ def training_example(
     hint is the only evidence for its value. Measured on MultiWOZ `day`: neither swaps nor the hint-token
     weight alone made the model follow hints, the two together did (docs/systems-diffusion.md).
     """
-    parts = training_parts(spec, target, rng)
+    parts = training_parts(spec, target, rng, n_examples=n_examples)
     if not swap or not pools or not parts.hints:
         return parts, target
     record = copy.deepcopy(target)
@@ -139,9 +142,17 @@ def training_example(
 
 
 def training_parts(
-    spec: TaskSpec, target: JSON, rng: random.Random, max_hint_chars: int = 40
+    spec: TaskSpec,
+    target: JSON,
+    rng: random.Random,
+    max_hint_chars: int = 40,
+    n_examples: int | None = None,
 ) -> DiffusionPrompt:
-    """A randomly varied prompt whose hints are true of `target` (what the DLM learns to follow)."""
+    """A randomly varied prompt whose hints are true of `target` (what the DLM learns to follow).
+
+    `n_examples`: how many few-shot references (other than `target`) the prompt shows; None draws one
+    in 15% of prompts (the training of code versions up to mdlm-6).
+    """
     r = rng.random()
     if r < 0.5:
         instruction = spec.instruction
@@ -154,6 +165,10 @@ def training_parts(
     n_hints = rng.choice((0, 0, 0, 1, 1, 2, 3))
     for p, v in rng.sample(leaves, min(n_hints, len(leaves))):
         parts.hints.append((p, hint_text(v)))
-    if rng.random() < 0.15 and len(spec.references) > 1:
-        parts.examples = [rng.choice(spec.references)]
+    if n_examples is None:
+        n_examples = 1 if rng.random() < 0.15 else 0
+    others = [
+        r for r in rng.sample(spec.references, min(len(spec.references), n_examples + 1)) if r is not target
+    ]
+    parts.examples = others[:n_examples]
     return parts

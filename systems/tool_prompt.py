@@ -15,6 +15,10 @@ from typing import Any
 
 from bench.types import JSON
 
+TOOL_INSTRUCTION = "Answer the request with calls to these functions."
+"""Line 1 of every tool-call prompt: the embedded DLM reads line 1 as the instruction, as a sentence
+vector only (systems/backends/mdlm/conditioning.py); the request and functions follow as tokens."""
+
 
 def request_text(question: Any) -> str:
     """The user's messages of a BFCL question (turns of `{"role", "content"}`), joined."""
@@ -35,7 +39,7 @@ def signature(fn: JSON) -> str:
 def item_prompt(meta: JSON) -> str:
     """The DLM prompt of one single-turn tool-call item (its meta: `question`, `functions`)."""
     functions = meta.get("functions") or []
-    lines = ["Request: " + request_text(meta.get("question"))]
+    lines = [TOOL_INSTRUCTION, "Request: " + request_text(meta.get("question"))]
     lines.append("Functions: " + ("; ".join(signature(f) for f in functions) if functions else "none"))
     return "\n".join(lines)
 

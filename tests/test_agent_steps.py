@@ -24,7 +24,16 @@ pytest.importorskip("bfcl_eval")
 pytestmark = pytest.mark.skipif(
     not Path(os.environ.get("BENCH_DATA_DIR", "/nonexistent")).is_dir(), reason="needs BENCH_DATA_DIR"
 )
-TINY = {"d_model": 48, "n_layers": 2, "n_heads": 2, "d_ff": 96, "train_steps": 30, "batch_size": 8}
+TINY = {
+    "d_model": 48,
+    "n_layers": 2,
+    "n_heads": 2,
+    "d_ff": 96,
+    "train_steps": 30,
+    "batch_size": 8,
+    "note_pool": 40,
+    "example_pool": 8,
+}
 TINY |= {"vocab_size": 600, "max_prompt_tokens": 96}
 
 

@@ -37,6 +37,8 @@ TINY_DLM = {
     "n_heads": 2,
     "d_ff": 96,
     "train_steps": 30,
+    "note_pool": 40,
+    "example_pool": 8,
     "batch_size": 8,
     "vocab_size": 400,
 }

@@ -24,7 +24,16 @@ from systems.tool_prompt import item_prompt, request_text
 
 DATA = Path(os.environ.get("BENCH_DATA_DIR", "/nonexistent"))
 pytestmark = pytest.mark.skipif(not (DATA / "bfcl").is_dir(), reason="needs BENCH_DATA_DIR with bfcl/")
-TINY = {"d_model": 48, "n_layers": 2, "n_heads": 2, "d_ff": 96, "train_steps": 30, "batch_size": 8}
+TINY = {
+    "d_model": 48,
+    "n_layers": 2,
+    "n_heads": 2,
+    "d_ff": 96,
+    "train_steps": 30,
+    "batch_size": 8,
+    "note_pool": 40,
+    "example_pool": 8,
+}
 TINY |= {"vocab_size": 600, "max_prompt_tokens": 96}
 
 
@@ -118,18 +127,21 @@ def test_tiny_dlm_trains_on_references_and_both_systems_answer_each_item(multipl
 
 
 def test_training_batches_pair_reference_questions_with_their_answers(multiple):
+    from systems.backends.mdlm.conditioning import window_text
     from systems.backends.mdlm.train import TrainConfig, item_prompts, make_batch, prepare
 
     prompts = item_prompts(multiple)
     assert prompts == [item_prompt(it.meta) for it in multiple.meta["reference_items"]]
     cfg = TrainConfig(vocab_size=600, max_prompt_tokens=400, batch_size=4, skeleton_fraction=0.0)
     prep = prepare(multiple, cfg)
-    ids, attn, _, _ = make_batch(prep, multiple, cfg, random.Random(3))
+    batch = make_batch(prep, multiple, cfg, random.Random(3))
+    ids, attn = batch.ids, batch.attn
     tok = prep.tok
     for row in range(ids.shape[0]):
         text = tok.decode(
             [int(t) for t, a in zip(ids[row, : cfg.max_prompt_tokens], attn[row], strict=False) if a][:-1]
         )
         answer = tok.decode([int(t) for t in ids[row, cfg.max_prompt_tokens :] if int(t) != tok.eos_id])
-        j = next(j for j, p in enumerate(prompts) if text.startswith(p))  # the prompt is a reference's
+        # the token window is the prompt after its instruction line (conditioning.window_text)
+        j = next(j for j, p in enumerate(prompts) if text.startswith(window_text(p)))
         assert json.loads(answer) == multiple.references[j]  # ... paired with that reference's answer

