@@ -187,7 +187,9 @@ def build_plan(suite: Any, profile_name: str | None = None) -> Plan:
         roles = list(per_cell_calls) if per_cell_calls else roles_of(system, profile.roles)
         if not roles:  # a system that loads no model (e.g. `file`) still gets its line in the plan
             rows.append(
-                PlanRow(sys_name, cfg.type, "-", "-", "-", "-", "no model: " + cfg.type, None, None, None, None)
+                PlanRow(
+                    sys_name, cfg.type, "-", "-", "-", "-", "no model: " + cfg.type, None, None, None, None
+                )
             )
         for role in roles:
             spec = profile.spec(role)

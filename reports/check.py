@@ -11,6 +11,11 @@ NaN now fails: losing a number is a regression of its own. So does a cell of the
 or is damaged on disk: one row `<system>/<task>/cells` per (system, task) names the seeds and reasons,
 because a gate that only showed `n 10 -> 9` would let a crashing system through.
 
+Wall-clock metrics (`seconds`, `records_per_s`) are reported and skipped unless `timing=True`
+(`bench check --timing`): they move with the machine and its load, not with the code, and their
+seed-to-seed spread says nothing about that. A rerun of an unchanged `file` suite on a busy machine
+moved `records_per_s` from 32,169 to 23,861, nine baseline standard errors.
+
 Baselines are validated with a pydantic model (`Baseline`), so a hand-edited or truncated file gives
 one clear error naming the file and the field, never a KeyError.
 """
@@ -177,8 +182,16 @@ def _verdict(
     return "pass", "within tolerance" if bad_move > 0 else "unchanged or better"
 
 
+WALL_CLOCK_METRICS = ("seconds", "records_per_s")
+
+
 def check_run(
-    run_dir: Path | str, baseline: dict[str, Any], *, k: float = 3.0, floor: float = 0.0
+    run_dir: Path | str,
+    baseline: dict[str, Any],
+    *,
+    k: float = 3.0,
+    floor: float = 0.0,
+    timing: bool = False,
 ) -> list[CheckResult]:
     """Compare RUN_DIR against a baseline dict (see module docstring for the rule)."""
     from reports.aggregate import cell_stats, load_run
@@ -196,7 +209,10 @@ def check_run(
         c_n = st[0].n if st else 0
         tol = max(k * (0.0 if math.isnan(b_sem) else b_sem), floor)
 
-        status, reason = _verdict(better, b_mean, c_mean, present=st is not None, tol=tol)
+        if metric in WALL_CLOCK_METRICS and not timing:
+            status, reason = "skip", "wall-clock time; gated only with --timing"
+        else:
+            status, reason = _verdict(better, b_mean, c_mean, present=st is not None, tol=tol)
         out.append(
             CheckResult(system, task, metric, better, b_mean, b_sem, b_n, c_mean, c_n, tol, status, reason)
         )

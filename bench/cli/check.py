@@ -15,6 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", required=True, help="baseline JSON written by `bench baseline`")
     p.add_argument("--k", type=float, default=3.0, help="tolerance in baseline standard errors (default 3)")
     p.add_argument("--floor", type=float, default=0.0, help="absolute tolerance floor (default 0)")
+    p.add_argument(
+        "--timing", action="store_true", help="also gate wall-clock metrics (seconds, records_per_s)"
+    )
     p.add_argument("--junit", help="also write JUnit XML here")
     p.add_argument("-v", "--verbose", action="store_true", help="list passing and skipped entries too")
     p.set_defaults(func=run)
@@ -28,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
 
     if not (Path(args.run_dir) / "cells").is_dir():
         raise BenchError(f"{args.run_dir}: not a run directory (no cells/)")
-    results = check_run(args.run_dir, read_baseline(args.baseline), k=args.k, floor=args.floor)
+    results = check_run(
+        args.run_dir, read_baseline(args.baseline), k=args.k, floor=args.floor, timing=args.timing
+    )
     sys.stdout.write(render_check(results, k=args.k, floor=args.floor, verbose=args.verbose))
     if args.junit:
         write_junit(results, args.junit)

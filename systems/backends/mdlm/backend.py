@@ -82,8 +82,12 @@ class MDLMParams(BaseModel):
     example_prob: float = Field(
         0.5, ge=0, le=1, description="Share of training batches with few-shot examples"
     )
-    note_pool: int = Field(3000, ge=1, description="Training notes, drawn once (seeded) and embedded up front")
-    example_pool: int = Field(256, ge=1, description="References few-shot examples are drawn from in training")
+    note_pool: int = Field(
+        3000, ge=1, description="Training notes, drawn once (seeded) and embedded up front"
+    )
+    example_pool: int = Field(
+        256, ge=1, description="References few-shot examples are drawn from in training"
+    )
     train_steps: int = Field(900, ge=1, description="Optimizer steps (fixed, so training is deterministic)")
     batch_size: int | None = Field(None, ge=1, description="Training batch size; None: fit batch_tokens")
     batch_tokens: int = Field(6400, ge=256, description="Tokens per training batch when batch_size is None")

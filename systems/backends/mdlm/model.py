@@ -144,13 +144,7 @@ class MaskedDiffusionTransformer(nn.Module):
         mix = (1 - gate) * torch.softmax(logits, dim=-1) + gate * p_copy
         return torch.log(mix.clamp_min(1e-12))
 
-    def _prompt_of(  # noqa: ANN202
-        self,
-        x: torch.Tensor,
-        h: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        lines: Lines | None = None,
-    ):
+    def _prompt_of(self, x: torch.Tensor, h: torch.Tensor, attention_mask: torch.Tensor | None):  # noqa: ANN202
         w = self.cfg.prompt_width
         if w == 0 or x.shape[1] < w:
             return None
@@ -183,7 +177,7 @@ class MaskedDiffusionTransformer(nn.Module):
     def hidden(
         self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, lines: Lines | None = None
     ) -> torch.Tensor:
-        """Final hidden states of the token positions (b, L, d); `lines` = (vectors, mask) per prompt line."""
+        """Final hidden states of the token positions (b, L, d), conditioned on `lines` (see `Lines`)."""
         h = self._embed(x, self._positions(x.shape[1], attention_mask))
         h, am, k = self._with_lines(h, attention_mask, lines)
         for blk in self.blocks:
@@ -191,11 +185,7 @@ class MaskedDiffusionTransformer(nn.Module):
         return h[:, k:]
 
     def head(
-        self,
-        h: torch.Tensor,
-        x: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        lines: Lines | None = None,
+        self, h: torch.Tensor, x: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         return self._head(h, self._prompt_of(x, h, attention_mask))
 
@@ -240,7 +230,7 @@ class MaskedDiffusionTransformer(nn.Module):
     ) -> torch.Tensor:
         """x: (b, L) ids; attention_mask: (b, L) True for real tokens. Returns logits (b, L, V)."""
         h = self.hidden(x, attention_mask, lines)
-        return self.head(h, x, attention_mask, lines)
+        return self.head(h, x, attention_mask)
 
     @torch.no_grad()
     def forward_with_cache(
