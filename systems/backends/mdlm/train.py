@@ -7,7 +7,8 @@ record's JSON text ("natural" form, what `llada` generates; only references that
 their EOS, so the model never learns to stop mid-record) or its padded-slot skeleton form (what
 `llada-skeleton` infills: structure fixed, each value followed by `<nul>` up to the slot budget).
 Prompts carry instructions, field lists, few-shot examples, `field: value` hints (with swaps) and
-natural-language notes (systems/diffusion_notes.py) made true of the record by counterfactual edits. A noise level t ~ U(eps, 1) masks each maskable response position with
+natural-language notes (systems/diffusion_notes.py) made true of the record by counterfactual edits.
+A noise level t ~ U(eps, 1) masks each maskable response position with
 probability t; the loss is the cross-entropy on masked positions weighted 1/t and divided by the
 number of maskable positions (LLaDA Eq. 5). Everything is seeded; steps are fixed (no wall-clock
 stopping) so the same data, config and seed give the same weights.
@@ -27,7 +28,7 @@ import torch
 
 from bench.types import JSON, TaskSpec
 from systems.backends.mdlm.conditioning import EXAMPLE_PREFIX, LineEmbedder, line_batch, window_ids
-from systems.backends.mdlm.model import MaskedDiffusionTransformer, ModelConfig
+from systems.backends.mdlm.model import Lines, MaskedDiffusionTransformer, ModelConfig
 from systems.backends.mdlm.tokenizer import SPECIALS, BPETokenizer, train_bpe
 from systems.diffusion_notes import KINDS, Note, NoteSpace, get_path
 from systems.skeleton import SkeletonPlan, leaves, segments
@@ -297,7 +298,7 @@ class Batch:
     attn: torch.Tensor
     maskable: torch.Tensor
     weight: torch.Tensor
-    lines: tuple[torch.Tensor, torch.Tensor] | None
+    lines: Lines | None
 
 
 def make_batch(
