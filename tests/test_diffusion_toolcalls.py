@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from tiny_dlm import TINY_DLM
 
 from bench.tasks.loading import load_task
 from systems.skeleton import Leaf, Obj, SkeletonPlan, leaves
@@ -24,17 +25,7 @@ from systems.tool_prompt import item_prompt, request_text
 
 DATA = Path(os.environ.get("BENCH_DATA_DIR", "/nonexistent"))
 pytestmark = pytest.mark.skipif(not (DATA / "bfcl").is_dir(), reason="needs BENCH_DATA_DIR with bfcl/")
-TINY = {
-    "d_model": 48,
-    "n_layers": 2,
-    "n_heads": 2,
-    "d_ff": 96,
-    "train_steps": 30,
-    "batch_size": 8,
-    "note_pool": 40,
-    "example_pool": 8,
-}
-TINY |= {"vocab_size": 600, "max_prompt_tokens": 96}
+TINY = TINY_DLM | {"vocab_size": 600, "max_prompt_tokens": 96}
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from tiny_dlm import TINY_DLM
 
 torch = pytest.importorskip("torch")
 
@@ -24,17 +25,7 @@ DATA = Path(os.environ["BENCH_DATA_DIR"])
 needs_data = pytest.mark.skipif(not DATA.exists(), reason="BENCH_DATA_DIR absent")
 
 # small enough to train in a few seconds; the quality bars use the default size (test_diffusion_quality.py)
-TINY = {
-    "d_model": 48,
-    "n_layers": 2,
-    "n_heads": 2,
-    "d_ff": 96,
-    "train_steps": 30,
-    "note_pool": 40,
-    "example_pool": 8,
-    "batch_size": 8,
-    "vocab_size": 400,
-}
+TINY = TINY_DLM | {"vocab_size": 400}
 
 
 def load(name: str) -> TaskSpec:
