@@ -329,6 +329,10 @@ def _run_locked(
         if outcome.status == "failed" and opts.progress:
             print(f"\nFAILED {outcome.key.label()}: {outcome.error}", file=sys.stderr)
 
+    # Seed-major order (stable, so systems and tasks keep the suite's order within a seed): a run that
+    # is stopped part-way has every system on the same seeds, which is what paired tests across systems
+    # need; `--resume` then adds whole seeds.
+    todo.sort(key=lambda job: job.key.seed)
     try:
         run_jobs(todo, on_done, opts.executor, resolve_workers(opts.workers, sf.suite.profile))
     finally:

@@ -83,6 +83,51 @@ def compare_runs(run_a: Path | str, run_b: Path | str) -> list[Comparison]:
     return out
 
 
+def compare_systems(run: Path | str, reference: str) -> list[Comparison]:
+    """Within one run: every other system against `reference`, paired by (task, seed).
+
+    Why in one run: a suite runs all its systems on the same seeds, and a seed fixes the task's
+    few-shot draws and the generator's noise for every system alike, so the seed pairs systems as it
+    pairs two runs of one system. Rows carry the compared system; A is `reference`, B the system."""
+    from reports.aggregate import load_run, metric_better
+
+    frame = load_run(run)
+    ok = frame[frame["status"] == "ok"]
+    if reference not in set(ok["system"]):
+        names = ", ".join(dict.fromkeys(frame["system"])) or "none"
+        raise ValueError(f"system {reference!r} has no finished cell in {run} (systems: {names})")
+    ref = {
+        k: dict(zip(g["seed"], g["value"], strict=True))
+        for k, g in ok[ok["system"] == reference].groupby(["task", "metric"], sort=False)
+    }
+    out: list[Comparison] = []
+    for (system, task, metric), g in ok[ok["system"] != reference].groupby(
+        ["system", "task", "metric"], sort=False
+    ):
+        if (task, metric) not in ref:
+            continue
+        va, vb = ref[(task, metric)], dict(zip(g["seed"], g["value"], strict=True))
+        seeds = sorted(set(va) & set(vb))
+        xa, xb = [float(va[s]) for s in seeds], [float(vb[s]) for s in seeds]
+        t = paired_test(xa, xb)
+        out.append(
+            Comparison(
+                system,
+                task,
+                metric,
+                t.n,
+                Stat.of(xa).mean,
+                Stat.of(xb).mean,
+                t.mean_diff,
+                t.p_ttest,
+                t.p_wilcoxon,
+                t.effect_size,
+                metric_better(metric),
+            )
+        )
+    return out
+
+
 def _p(x: float) -> str:
     if math.isnan(x):
         return "\u2013"

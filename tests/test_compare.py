@@ -46,3 +46,42 @@ def test_paired_comparison_matches_scipy(tmp_path, capsys):
     assert main(["compare", str(run_a), str(run_b)]) == 0
     text = capsys.readouterr().out
     assert "better" in text and "truthfulqa" in text
+
+
+def test_systems_of_one_run_paired_by_task_and_seed(tmp_path, capsys):
+    """`--against SYSTEM`: the other systems of one run against SYSTEM, the same statistics as scipy's
+    on the (task, seed) pairs; a failed cell drops its seed from that system's pairs only."""
+    rng = np.random.default_rng(11)
+    base = rng.normal(0.5, 0.1, 10)
+    aod = base + rng.normal(0.04, 0.03, 10)
+    norl = base + rng.normal(0.0, 0.03, 10)
+    run = write_run(
+        tmp_path / "r",
+        {
+            ("llada", "multiwoz/train"): {"tsr": base.tolist()},
+            ("aod", "multiwoz/train"): {"tsr": aod.tolist()},
+            ("aod-norl", "multiwoz/train"): {"tsr": norl.tolist()},
+        },
+        failed={("aod-norl", "multiwoz/train", 0): "crash"},
+    )
+    from reports.compare import compare_systems
+
+    rows = {r.system: r for r in compare_systems(run, "llada")}
+    assert set(rows) == {"aod", "aod-norl"}
+    assert rows["aod"].n_shared == 10
+    assert rows["aod"].mean_a == pytest.approx(base.mean()) and rows["aod"].mean_b == pytest.approx(
+        aod.mean()
+    )
+    assert rows["aod"].p_ttest == pytest.approx(st.ttest_rel(aod, base).pvalue)
+    assert rows["aod"].p_wilcoxon == pytest.approx(st.wilcoxon(aod - base).pvalue)
+    assert rows["aod-norl"].n_shared == 9
+    assert rows["aod-norl"].p_ttest == pytest.approx(st.ttest_rel(norl[1:], base[1:]).pvalue)
+
+    assert main(["compare", str(run), "--against", "aod-norl", "--systems", "aod", "--json"]) == 0
+    (only,) = json.loads(capsys.readouterr().out)
+    assert only["system"] == "aod" and only["n_shared"] == 9
+    assert only["p_ttest"] == pytest.approx(st.ttest_rel(aod[1:], norl[1:]).pvalue)
+    assert main(["compare", str(run), "--against", "nobody"]) == 2
+    assert "'nobody' has no finished cell" in capsys.readouterr().err
+    assert main(["compare", str(run)]) == 2
+    assert "--against SYSTEM" in capsys.readouterr().err
