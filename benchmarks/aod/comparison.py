@@ -1,0 +1,219 @@
+"""The issue-10 comparison of a `suites/aod.yaml` run: paired tests and what each search kept.
+
+    python -m benchmarks.aod.comparison RUN_DIR [--reference llada] [--md out.md] [--json out.json]
+
+What it reports, per task:
+- mean and standard deviation over seeds of each metric, per system;
+- paired tests (t and Wilcoxon over seeds, `bench.stats.paired_test`) of every system against the
+  reference system, and of `aod` against `aod-norl` (the RL part) and `aod-scalar` (verbal feedback),
+  with Holm-adjusted t p-values over all tests of the table (there are dozens of tests; a raw p below
+  0.05 is expected in some of them by chance alone);
+- from the stored samples and traces, why the numbers are what they are: in how many cells the final
+  samples are the reference's own records (the search kept no edit that changed them), and for the AoD
+  family how many candidate edits were kept and where they came from (agent reply or template fallback).
+
+Everything is read from the run directory (`reports.compare.compare_systems` for the pairs), so the
+tables in docs/systems-aod.md can be regenerated from a run without a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.stats import Stat
+from reports.compare import Comparison, compare_systems
+
+METRICS = ("tsr", "diversity", "field_overlap", "novelty")
+PAIRS_AGAINST_AOD = ("aod-norl", "aod-scalar")
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjustment (Holm 1979): controls the family-wise error rate at any dependence.
+    NaN p-values (an undefined test) stay NaN and do not count towards the family size."""
+    finite = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    m = len(finite)
+    out = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(finite):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def _cells(run: Path) -> dict[tuple[str, str, int], Path]:
+    """(system, task, seed) -> cell directory, for finished cells."""
+    out = {}
+    for cell_json in run.glob("cells/*/*/seed-*/cell.json"):
+        meta = json.loads(cell_json.read_text())
+        if meta.get("status") != "ok":
+            continue
+        key = meta["key"]
+        out[(key["system"], key["task"], int(key["seed"]))] = cell_json.parent
+    return out
+
+
+def _texts(cell: Path) -> list[str]:
+    return [json.loads(line)["text"] for line in (cell / "samples.jsonl").read_text().splitlines() if line]
+
+
+def search_summary(run: Path, reference: str) -> list[dict[str, Any]]:
+    """Per (system, task): cells, cells whose final samples equal the reference's, and for the AoD family
+    candidate edits, kept edits and fallbacks, from the traces."""
+    cells = _cells(run)
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for (system, task, seed), cell in sorted(cells.items()):
+        row = rows.setdefault(
+            (system, task),
+            {"system": system, "task": task, "cells": 0, "same_as_reference": 0, "edits": 0, "kept": 0},
+        )
+        row["cells"] += 1
+        ref = cells.get((reference, task, seed))
+        if system == reference:
+            row["same_as_reference"] = None
+        elif ref is not None and _texts(cell) == _texts(ref):
+            row["same_as_reference"] += 1
+        sources: Counter[str] = row.setdefault("edit_sources", Counter())
+        kept_kinds: Counter[str] = row.setdefault("kept_kinds", Counter())
+        trace = cell / "trace.jsonl"
+        for line in trace.read_text().splitlines() if trace.exists() else []:
+            ev = json.loads(line)
+            if ev.get("event") != "aod_iteration" or ev.get("role") != "candidate":
+                continue
+            row["edits"] += 1
+            sources[str(ev.get("edit_source"))] += 1
+            if ev.get("accepted"):
+                row["kept"] += 1
+                kept_kinds[str(ev.get("edit_kind"))] += 1
+    out = []
+    for row in rows.values():
+        row["edit_sources"] = dict(row["edit_sources"])
+        row["kept_kinds"] = dict(row["kept_kinds"])
+        out.append(row)
+    return out
+
+
+def metric_table(run: Path, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Mean and sample standard deviation over seeds per (system, task, metric)."""
+    from reports.aggregate import load_run
+
+    frame = load_run(run)
+    ok = frame[(frame["status"] == "ok") & frame["metric"].isin(metrics)]
+    rows = []
+    for (system, task, metric), g in ok.groupby(["system", "task", "metric"], sort=False):
+        s = Stat.of(float(v) for v in g["value"])
+        rows.append(
+            {"system": system, "task": task, "metric": metric, "n": s.n, "mean": s.mean, "std": s.std}
+        )
+    return rows
+
+
+def paired_rows(run: Path, reference: str, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every system against `reference`, then `aod` against each of PAIRS_AGAINST_AOD; Holm over all."""
+    rows: list[tuple[str, Comparison]] = [
+        (reference, c) for c in compare_systems(run, reference) if c.metric in metrics
+    ]
+    present = {c.system for _, c in rows} | {reference}
+    for other in PAIRS_AGAINST_AOD:
+        if other in present and "aod" in present:
+            rows += [
+                (other, c) for c in compare_systems(run, other) if c.metric in metrics and c.system == "aod"
+            ]
+    adjusted = holm([c.p_ttest for _, c in rows])
+    return [
+        {"against": ref, **c.to_json(), "p_ttest_holm": None if math.isnan(p) else p}
+        for (ref, c), p in zip(rows, adjusted, strict=True)
+    ]
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _p(x: float | None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return "<0.001" if x < 0.001 else f"{x:.3f}"
+
+
+def _same(x: int | None) -> str:
+    return "(reference)" if x is None else str(x)
+
+
+def render_markdown(
+    means: list[dict], pairs: list[dict], search: list[dict], metrics: tuple[str, ...]
+) -> str:
+    lines: list[str] = []
+    tasks = list(dict.fromkeys(r["task"] for r in means))
+    systems = list(dict.fromkeys(r["system"] for r in means))
+    index = {(r["system"], r["task"], r["metric"]): r for r in means}
+    for task in tasks:
+        lines += [f"**{task}** (mean ± sd over seeds; n = seeds)", ""]
+        lines.append("| system | n | " + " | ".join(metrics) + " |")
+        lines.append("|---|---:|" + "---:|" * len(metrics))
+        for system in systems:
+            cells = [index.get((system, task, m)) for m in metrics]
+            if not any(cells):
+                continue
+            n = max(c["n"] for c in cells if c)
+            vals = [f"{_f(c['mean'])} ± {_f(c['std'])}" if c else "–" for c in cells]
+            lines.append(f"| {system} | {n} | " + " | ".join(vals) + " |")
+        lines.append("")
+    lines += [
+        "Paired tests (B − A over shared seeds; p(t) paired t, p(W) Wilcoxon signed-rank, "
+        "p(t, Holm) adjusted over every row of this table):",
+        "",
+        "| task | A | B | metric | n | B − A | p(t) | p(W) | p(t, Holm) |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in pairs:
+        lines.append(
+            f"| {r['task']} | {r['against']} | {r['system']} | {r['metric']} | {r['n_shared']} | "
+            f"{_f(r['diff'], 3)} | {_p(r['p_ttest'])} | {_p(r['p_wilcoxon'])} | {_p(r['p_ttest_holm'])} |"
+        )
+    lines += [
+        "",
+        "What the searches kept (final samples equal to the reference's: the cell's records are the "
+        "reference system's own, byte for byte; AoD family: candidate edits, kept edits, edit sources):",
+        "",
+        "| system | task | cells | same as reference | candidate edits | kept | sources | kept kinds |",
+        "|---|---|---:|---:|---:|---:|---|---|",
+    ]
+    for r in search:
+        src = ", ".join(f"{k} {v}" for k, v in sorted(r["edit_sources"].items())) or "–"
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(r["kept_kinds"].items())) or "–"
+        lines.append(
+            f"| {r['system']} | {r['task']} | {r['cells']} | {_same(r['same_as_reference'])} | {r['edits']} | "
+            f"{r['kept']} | {src} | {kinds} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", type=Path)
+    ap.add_argument("--reference", default="llada")
+    ap.add_argument("--metrics", default=",".join(METRICS))
+    ap.add_argument("--md", type=Path, help="write the Markdown tables here (default: print them)")
+    ap.add_argument("--json", type=Path, help="write every row as JSON here")
+    args = ap.parse_args(argv)
+    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
+    means = metric_table(args.run, metrics)
+    pairs = paired_rows(args.run, args.reference, metrics)
+    search = search_summary(args.run, args.reference)
+    text = render_markdown(means, pairs, search, metrics)
+    if args.md:
+        args.md.write_text(text)
+    else:
+        print(text, end="")
+    if args.json:
+        args.json.write_text(json.dumps({"means": means, "pairs": pairs, "search": search}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
