@@ -21,6 +21,11 @@ to end; this view puts the two numbers side by side. Definitions:
 Systems are diffusion systems when their suite type is one of `DLM_TYPES`.
 
     python -m reports.toolcalls RUN_DIR   # writes RUN_DIR/toolcalls.md and RUN_DIR/plots/toolcall_*.png
+    python -m reports.toolcalls RUN_A RUN_B ... [--out DIR]   # several runs as one (AR and DLM run apart)
+
+Several runs are read as one when their cells do not overlap: AR and DLM systems are often run
+separately (other machines, other days). A (system, task, seed) in two runs, or one system name with two
+types, is an error that names both runs, never a silent pick.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.errors import BenchError
 from bench.stats import Stat
 from bench.store import RunStore, read_jsonl
 
@@ -69,8 +75,31 @@ class CellSpeed:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-def cell_rows(run_dir: Path | str) -> list[CellSpeed]:
-    """Every finished tool-call cell (one with an accuracy metric) of the run."""
+Runs = Path | str | list[Path] | list[str] | list[Path | str]
+
+
+def _runs(runs: Runs) -> list[Path]:
+    return [Path(r) for r in runs] if isinstance(runs, list) else [Path(runs)]
+
+
+def cell_rows(runs: Runs) -> list[CellSpeed]:
+    """Every finished tool-call cell (one with an accuracy metric) of the run or runs."""
+    out: list[CellSpeed] = []
+    seen: dict[tuple[str, str, int], Path] = {}
+    for run_dir in _runs(runs):
+        for row in _run_cell_rows(run_dir):
+            key = (row.system, row.task, row.seed)
+            if key in seen:
+                raise BenchError(
+                    f"cell {row.system}/{row.task}/seed-{row.seed} is in both {seen[key]} and {run_dir}; "
+                    "combine runs whose cells do not overlap"
+                )
+            seen[key] = run_dir
+            out.append(row)
+    return out
+
+
+def _run_cell_rows(run_dir: Path) -> list[CellSpeed]:
     out = []
     for cell in RunStore(run_dir).iter_cells():
         if cell.status != "ok":
@@ -95,11 +124,20 @@ def cell_rows(run_dir: Path | str) -> list[CellSpeed]:
     return out
 
 
-def system_types(run_dir: Path | str) -> dict[str, str]:
-    manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
-    return {
-        name: str(cfg.get("type")) for name, cfg in (manifest.get("suite") or {}).get("systems", {}).items()
-    }
+def system_types(runs: Runs) -> dict[str, str]:
+    """System name -> suite type, over the run or runs (one name must keep one type)."""
+    out: dict[str, str] = {}
+    where: dict[str, Path] = {}
+    for run_dir in _runs(runs):
+        manifest = json.loads((run_dir / "manifest.json").read_text())
+        for name, cfg in (manifest.get("suite") or {}).get("systems", {}).items():
+            kind = str(cfg.get("type"))
+            if name in out and out[name] != kind:
+                raise BenchError(
+                    f"system {name!r} is type {out[name]!r} in {where[name]} but {kind!r} in {run_dir}"
+                )
+            out[name], where[name] = kind, where.get(name, run_dir)
+    return out
 
 
 def _stat(values: list[float]) -> Stat:
@@ -188,15 +226,16 @@ def _ci(st: Stat) -> str:
     return f"{_fmt(st.mean)} [{_fmt(lo)}, {_fmt(hi)}]"
 
 
-def render_markdown(run_dir: Path | str) -> str:
+def render_markdown(runs: Runs) -> str:
     """The tool-call report as Markdown (per system x task table, failures, speed ratios)."""
-    rows = cell_rows(run_dir)
-    types = system_types(run_dir)
+    rows = cell_rows(runs)
+    types = system_types(runs)
     cells = per_task(rows)
+    names = ", ".join(f"`{p.name}`" for p in _runs(runs))
     lines = [
         "# Tool calls (BFCL)",
         "",
-        f"Run: `{Path(run_dir).name}`. Definitions (reports/toolcalls.py):",
+        f"Run{'s' if len(_runs(runs)) > 1 else ''}: {names}. Definitions (reports/toolcalls.py):",
         "",
         __doc__.split("\n\n")[2].strip(),
         "",
@@ -266,14 +305,14 @@ def render_markdown(run_dir: Path | str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def accuracy_vs_seconds(run_dir: Path | str, base: Path) -> list[Path]:
+def accuracy_vs_seconds(runs: Runs, base: Path) -> list[Path]:
     """One point per system: macro-mean accuracy against seconds per item (log), ±1 s.e. over tasks' means."""
     from reports.plots import _pyplot, _save
 
-    rows = cell_rows(run_dir)
+    rows = cell_rows(runs)
     if not rows:
         return []
-    types = system_types(run_dir)
+    types = system_types(runs)
     by_system: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for (s, _t), cs in per_task(rows).items():
         by_system[s].append(
@@ -300,14 +339,31 @@ def accuracy_vs_seconds(run_dir: Path | str, base: Path) -> list[Path]:
     return _save(fig, base)
 
 
-def write(run_dir: Path | str) -> list[Path]:
-    """RUN_DIR/toolcalls.md and the plot (PNG and PDF)."""
-    run_dir = Path(run_dir)
-    md = run_dir / "toolcalls.md"
-    md.write_text(render_markdown(run_dir))
-    return [md, *accuracy_vs_seconds(run_dir, run_dir / "plots" / "toolcall_accuracy_vs_seconds")]
+def write(runs: Runs, out: Path | str | None = None) -> list[Path]:
+    """OUT/toolcalls.md and OUT/plots/toolcall_accuracy_vs_seconds (PNG and PDF); OUT defaults to the
+    (first) run directory."""
+    target = Path(out) if out is not None else _runs(runs)[0]
+    target.mkdir(parents=True, exist_ok=True)
+    md = target / "toolcalls.md"
+    md.write_text(render_markdown(runs))
+    return [md, *accuracy_vs_seconds(runs, target / "plots" / "toolcall_accuracy_vs_seconds")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m reports.toolcalls", description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", type=Path, help="run directories, read as one")
+    ap.add_argument("--out", type=Path, help="where toolcalls.md and plots/ go (default: the first run)")
+    args = ap.parse_args(argv)
+    try:
+        for p in write(args.runs, args.out):
+            print(p)
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover - thin CLI
-    for p in write(sys.argv[1]):
-        print(p)
+    raise SystemExit(main())

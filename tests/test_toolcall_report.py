@@ -67,3 +67,47 @@ def test_no_matched_task_gives_no_headline(tmp_path):
 def test_two_systems_that_solve_nothing_are_not_matched(tmp_path):
     run = _run(tmp_path, ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]), ([0.0, 0.0, 0.0], [0.0, 0.0, 0.0]))
     assert not any(r.matched for r in speed_ratios(cell_rows(run), system_types(run)))
+
+
+def test_separate_ar_and_dlm_runs_read_as_one(tmp_path):
+    """AR and DLM run apart: the report of both runs equals the report of one run holding both."""
+    one = _run(tmp_path, ([0.5, 0.51, 0.49], [0.3, 0.3, 0.3]), ([0.5, 0.5, 0.5], [0.9, 0.8, 0.85]))
+    parts = {}
+    for system in ("dlm", "ar"):
+        values = {(system, t): {"ast_accuracy": v} for t, v in
+                  {"bfcl/simple_python": [0.5, 0.51, 0.49] if system == "dlm" else [0.5] * 3,
+                   "bfcl/multiple": [0.3] * 3 if system == "dlm" else [0.9, 0.8, 0.85]}.items()}  # fmt: skip
+        samples = {(s, t, k): [{"text": "{}"}] * 4 for (s, t) in values for k in SEEDS}
+        usage = {
+            (system, t, k): ({"seconds": 2.0, "nfe": 48} if system == "dlm" else {"seconds": sec})
+            for t, sec in (("bfcl/simple_python", 8.0), ("bfcl/multiple", 4.0))
+            for k in SEEDS
+        }
+        manifest = {"suite": {"systems": {system: TYPES["systems"][system]}}}
+        parts[system] = write_run(
+            tmp_path / system, values, seeds=SEEDS, samples=samples, usage=usage, manifest=manifest
+        )
+    both = [parts["ar"], parts["dlm"]]
+    key = lambda r: (r.system, r.task, r.seed)  # noqa: E731
+    assert sorted(map(key, cell_rows(both))) == sorted(map(key, cell_rows(one)))
+    assert [(r.task, r.ratio, r.matched) for r in speed_ratios(cell_rows(both), system_types(both))] == [
+        (r.task, r.ratio, r.matched) for r in speed_ratios(cell_rows(one), system_types(one))
+    ]
+    assert "dlm vs ar: 4.00x" in render_markdown(both)
+    out = tmp_path / "combined"
+    files = write(both, out)
+    assert files[0] == out / "toolcalls.md" and (out / "plots").is_dir()
+
+
+def test_overlapping_runs_are_an_error_naming_both(tmp_path):
+    import pytest
+
+    from bench.errors import BenchError
+
+    a = _run(tmp_path / "a", ([0.5] * 3, [0.3] * 3), ([0.5] * 3, [0.9] * 3))
+    b = _run(tmp_path / "b", ([0.5] * 3, [0.3] * 3), ([0.5] * 3, [0.9] * 3))
+    with pytest.raises(BenchError, match=r"is in both .*a.* and .*b"):
+        cell_rows([a, b])
+    from reports.toolcalls import main
+
+    assert main([str(a), str(b)]) == 2
