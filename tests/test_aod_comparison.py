@@ -55,3 +55,20 @@ def test_tables_from_a_run(tmp_path):
     assert all(r["p_ttest_holm"] >= r["p_ttest"] for r in rows)
     (aod,) = [r for r in rows if (r["against"], r["system"]) == ("llada", "aod")]
     assert aod["diff"] == pytest.approx(0.05) and aod["n_shared"] == 10
+
+
+def test_check_failure_shares_count_records_not_checks(tmp_path):
+    from benchmarks.aod.comparison import check_failures, search_summary
+
+    fail = {"text": "{}", "scored": {"tsr_failures": ["check:duration_matches", "check:departure_differs"]}}
+    half = {"text": "{}", "scored": {"tsr_failures": ["check:duration_matches", "copy_of_reference"]}}
+    clean = {"text": "{}", "scored": {"tsr_failures": []}}
+    samples = {("llada", "multiwoz/train", 0): [fail, half], ("llada", "multiwoz/train", 1): [clean, fail]}
+    samples |= {("aod", "multiwoz/train", k): v for (_, _, k), v in samples.items()}
+    values = {(s, "multiwoz/train"): {"tsr": [0.0, 0.5]} for s in ("llada", "aod")}
+    run = write_run(tmp_path / "r", values, seeds=[0, 1], samples=samples)
+    (row,) = [r for r in check_failures(run) if r["system"] == "llada"]
+    assert row["records"] == 4
+    assert row["failing"] == {"duration_matches": 0.75, "departure_differs": 0.5}  # not copy_of_reference
+    same = {r["system"]: r["same_as_reference"] for r in search_summary(run, "llada")}
+    assert same == {"llada": None, "aod": 2}  # aod's records are llada's, byte for byte, on both seeds

@@ -46,15 +46,15 @@ def holm(p_values: list[float]) -> list[float]:
 
 
 def _cells(run: Path) -> dict[tuple[str, str, int], Path]:
-    """(system, task, seed) -> cell directory, for finished cells."""
-    out = {}
-    for cell_json in run.glob("cells/*/*/seed-*/cell.json"):
-        meta = json.loads(cell_json.read_text())
-        if meta.get("status") != "ok":
-            continue
-        key = meta["key"]
-        out[(key["system"], key["task"], int(key["seed"]))] = cell_json.parent
-    return out
+    """(system, task, seed) -> cell directory, for finished cells (read through the run store, so a
+    damaged cell is skipped with its warning)."""
+    from bench.store import RunStore
+
+    return {
+        (c.key.system, c.key.task, int(c.key.seed)): c.path
+        for c in RunStore(run).iter_cells()
+        if c.status == "ok"
+    }
 
 
 def _texts(cell: Path) -> list[str]:
@@ -95,6 +95,29 @@ def search_summary(run: Path, reference: str) -> list[dict[str, Any]]:
         row["kept_kinds"] = dict(row["kept_kinds"])
         out.append(row)
     return out
+
+
+def check_failures(run: Path) -> list[dict[str, Any]]:
+    """Per (system, task): records scored, and the share of them failing each code check (`check:` entries
+    of the samples' `tsr_failures`), commonest first. This is the per-question view `tsr` hides: a record
+    passes `tsr` only when every check passes."""
+    rows = []
+    by: dict[tuple[str, str], tuple[int, Counter[str]]] = {}
+    for (system, task, _seed), cell in sorted(_cells(run).items()):
+        n, fails = by.get((system, task), (0, Counter()))
+        for line in (cell / "samples.jsonl").read_text().splitlines():
+            if not line:
+                continue
+            scored = json.loads(line).get("scored") or {}
+            n += 1
+            for failure in scored.get("tsr_failures") or []:
+                if str(failure).startswith("check:"):
+                    fails[str(failure).removeprefix("check:")] += 1
+        by[(system, task)] = (n, fails)
+    for (system, task), (n, fails) in by.items():
+        shares = {k: v / n for k, v in fails.most_common()} if n else {}
+        rows.append({"system": system, "task": task, "records": n, "failing": shares})
+    return rows
 
 
 def metric_table(run: Path, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -145,7 +168,11 @@ def _same(x: int | None) -> str:
 
 
 def render_markdown(
-    means: list[dict], pairs: list[dict], search: list[dict], metrics: tuple[str, ...]
+    means: list[dict],
+    pairs: list[dict],
+    search: list[dict],
+    metrics: tuple[str, ...],
+    failures: list[dict] | None = None,
 ) -> str:
     lines: list[str] = []
     tasks = list(dict.fromkeys(r["task"] for r in means))
@@ -190,6 +217,17 @@ def render_markdown(
             f"| {r['system']} | {r['task']} | {r['cells']} | {_same(r['same_as_reference'])} | {r['edits']} | "
             f"{r['kept']} | {src} | {kinds} |"
         )
+    if failures:
+        lines += [
+            "",
+            "Share of records failing each code check (a record passes `tsr` only when none fails):",
+            "",
+            "| system | task | records | failing checks (share of records) |",
+            "|---|---|---:|---|",
+        ]
+        for r in failures:
+            shares = ", ".join(f"{k} {v:.2f}" for k, v in r["failing"].items()) or "none"
+            lines.append(f"| {r['system']} | {r['task']} | {r['records']} | {shares} |")
     return "\n".join(lines) + "\n"
 
 
@@ -205,13 +243,18 @@ def main(argv: list[str] | None = None) -> int:
     means = metric_table(args.run, metrics)
     pairs = paired_rows(args.run, args.reference, metrics)
     search = search_summary(args.run, args.reference)
-    text = render_markdown(means, pairs, search, metrics)
+    failures = check_failures(args.run)
+    text = render_markdown(means, pairs, search, metrics, failures)
     if args.md:
         args.md.write_text(text)
     else:
         print(text, end="")
     if args.json:
-        args.json.write_text(json.dumps({"means": means, "pairs": pairs, "search": search}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"means": means, "pairs": pairs, "search": search, "check_failures": failures}, indent=1
+            )
+        )
     return 0
 
 
