@@ -46,9 +46,31 @@ class Comparison:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
 
 
+def _paired(system: str, task: str, metric: str, va: dict, vb: dict) -> Comparison:
+    """The paired statistics of seed -> value maps A and B over their shared seeds."""
+    from reports.aggregate import metric_better
+
+    seeds = sorted(set(va) & set(vb))
+    xa, xb = [float(va[s]) for s in seeds], [float(vb[s]) for s in seeds]
+    t = paired_test(xa, xb)
+    return Comparison(
+        system,
+        task,
+        metric,
+        t.n,
+        Stat.of(xa).mean,
+        Stat.of(xb).mean,
+        t.mean_diff,
+        t.p_ttest,
+        t.p_wilcoxon,
+        t.effect_size,
+        metric_better(metric),
+    )
+
+
 def compare_runs(run_a: Path | str, run_b: Path | str) -> list[Comparison]:
     """Every (system, task, metric) present in both runs, in run A's order."""
-    from reports.aggregate import load_run, metric_better
+    from reports.aggregate import load_run
 
     a, b = load_run(run_a), load_run(run_b)
     a_ok, b_ok = a[a["status"] == "ok"], b[b["status"] == "ok"]
@@ -62,24 +84,7 @@ def compare_runs(run_a: Path | str, run_b: Path | str) -> list[Comparison]:
             continue
         va = dict(zip(g["seed"], g["value"], strict=True))
         vb = b_index[(system, task, metric)]
-        seeds = sorted(set(va) & set(vb))
-        xa, xb = [float(va[s]) for s in seeds], [float(vb[s]) for s in seeds]
-        t = paired_test(xa, xb)
-        out.append(
-            Comparison(
-                system,
-                task,
-                metric,
-                t.n,
-                Stat.of(xa).mean,
-                Stat.of(xb).mean,
-                t.mean_diff,
-                t.p_ttest,
-                t.p_wilcoxon,
-                t.effect_size,
-                metric_better(metric),
-            )
-        )
+        out.append(_paired(system, task, metric, va, vb))
     return out
 
 
@@ -89,7 +94,7 @@ def compare_systems(run: Path | str, reference: str) -> list[Comparison]:
     Why in one run: a suite runs all its systems on the same seeds, and a seed fixes the task's
     few-shot draws and the generator's noise for every system alike, so the seed pairs systems as it
     pairs two runs of one system. Rows carry the compared system; A is `reference`, B the system."""
-    from reports.aggregate import load_run, metric_better
+    from reports.aggregate import load_run
 
     frame = load_run(run)
     ok = frame[frame["status"] == "ok"]
@@ -107,24 +112,7 @@ def compare_systems(run: Path | str, reference: str) -> list[Comparison]:
         if (task, metric) not in ref:
             continue
         va, vb = ref[(task, metric)], dict(zip(g["seed"], g["value"], strict=True))
-        seeds = sorted(set(va) & set(vb))
-        xa, xb = [float(va[s]) for s in seeds], [float(vb[s]) for s in seeds]
-        t = paired_test(xa, xb)
-        out.append(
-            Comparison(
-                system,
-                task,
-                metric,
-                t.n,
-                Stat.of(xa).mean,
-                Stat.of(xb).mean,
-                t.mean_diff,
-                t.p_ttest,
-                t.p_wilcoxon,
-                t.effect_size,
-                metric_better(metric),
-            )
-        )
+        out.append(_paired(system, task, metric, va, vb))
     return out
 
 
