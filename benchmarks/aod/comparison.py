@@ -80,15 +80,23 @@ def search_summary(run: Path, reference: str) -> list[dict[str, Any]]:
         sources: Counter[str] = row.setdefault("edit_sources", Counter())
         kept_kinds: Counter[str] = row.setdefault("kept_kinds", Counter())
         trace = cell / "trace.jsonl"
+        last_probs: dict[str, float] | None = None
         for line in trace.read_text().splitlines() if trace.exists() else []:
             ev = json.loads(line)
             if ev.get("event") != "aod_iteration" or ev.get("role") != "candidate":
                 continue
             row["edits"] += 1
             sources[str(ev.get("edit_source"))] += 1
+            probs = (ev.get("policy") or {}).get("probs") if isinstance(ev.get("policy"), dict) else None
+            if probs:
+                last_probs = probs
             if ev.get("accepted"):
                 row["kept"] += 1
                 kept_kinds[str(ev.get("edit_kind"))] += 1
+        if last_probs:
+            # how far the learned policy over edit kinds got from uniform by the cell's last update
+            drift = max(abs(p - 1 / len(last_probs)) for p in last_probs.values())
+            row["policy_drift_max"] = max(row.get("policy_drift_max", 0.0), drift)
     out = []
     for row in rows.values():
         row["edit_sources"] = dict(row["edit_sources"])
@@ -205,17 +213,20 @@ def render_markdown(
     lines += [
         "",
         "What the searches kept (final samples equal to the reference's: the cell's records are the "
-        "reference system's own, byte for byte; AoD family: candidate edits, kept edits, edit sources):",
+        "reference system's own, byte for byte; AoD family: candidate edits, kept edits, edit sources, and "
+        "policy drift: the largest |p(kind) − 1/K| of the edit-kind policy at a cell's last update, over "
+        "cells):",
         "",
-        "| system | task | cells | same as reference | candidate edits | kept | sources | kept kinds |",
-        "|---|---|---:|---:|---:|---:|---|---|",
+        "| system | task | cells | same as reference | candidate edits | kept | sources | kept kinds | "
+        "policy drift |",
+        "|---|---|---:|---:|---:|---:|---|---|---:|",
     ]
     for r in search:
         src = ", ".join(f"{k} {v}" for k, v in sorted(r["edit_sources"].items())) or "–"
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(r["kept_kinds"].items())) or "–"
         lines.append(
             f"| {r['system']} | {r['task']} | {r['cells']} | {_same(r['same_as_reference'])} | {r['edits']} | "
-            f"{r['kept']} | {src} | {kinds} |"
+            f"{r['kept']} | {src} | {kinds} | {_f(r.get('policy_drift_max'))} |"
         )
     if failures:
         lines += [
