@@ -72,3 +72,28 @@ def test_check_failure_shares_count_records_not_checks(tmp_path):
     assert row["failing"] == {"duration_matches": 0.75, "departure_differs": 0.5}  # not copy_of_reference
     same = {r["system"]: r["same_as_reference"] for r in search_summary(run, "llada")}
     assert same == {"llada": None, "aod": 2}  # aod's records are llada's, byte for byte, on both seeds
+
+
+def test_edit_kinds_from_traces(tmp_path):
+    """Counts per edit kind from candidate events; `unchanged` is an exactly zero paired difference."""
+    import json
+
+    from bench.store import RunStore
+    from benchmarks.aod.comparison import edit_kinds
+
+    run = write_run(tmp_path / "r", {("aod", "multiwoz/train"): {"tsr": [0.0]}}, seeds=[0])
+    events = [
+        {"event": "aod_iteration", "role": "incumbent", "edit_kind": None},
+        {"event": "aod_iteration", "role": "candidate", "edit_kind": "rewrite_instruction",
+         "paired_difference": 0.0, "accepted": False},
+        {"event": "aod_iteration", "role": "candidate", "edit_kind": "rewrite_instruction",
+         "paired_difference": 0.02, "accepted": False},
+        {"event": "aod_iteration", "role": "candidate", "edit_kind": "set_hint",
+         "paired_difference": 0.1, "accepted": True},
+    ]  # fmt: skip
+    (cell,) = list(RunStore(run).iter_cells())
+    (cell.path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    rows = {r["kind"]: r for r in edit_kinds(run)}
+    assert rows["rewrite_instruction"]["n"] == 2 and rows["rewrite_instruction"]["unchanged"] == 0.5
+    assert rows["rewrite_instruction"]["mean_difference"] == pytest.approx(0.01)
+    assert rows["set_hint"]["kept"] == 1 and rows["set_hint"]["unchanged"] == 0.0

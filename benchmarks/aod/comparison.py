@@ -128,6 +128,39 @@ def check_failures(run: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def edit_kinds(run: Path) -> list[dict[str, Any]]:
+    """Per (task, edit kind), over the AoD family's candidate edits: how many, the share that left the
+    candidate batch's reward exactly equal to the incumbent's (the edit did not reach the generator's
+    records), the mean paired reward difference, and how many were kept."""
+    acc: dict[tuple[str, str], dict[str, Any]] = {}
+    for (_system, task, _seed), cell in sorted(_cells(run).items()):
+        trace = cell / "trace.jsonl"
+        for line in trace.read_text().splitlines() if trace.exists() else []:
+            ev = json.loads(line)
+            if ev.get("event") != "aod_iteration" or ev.get("role") != "candidate":
+                continue
+            d = ev.get("paired_difference")
+            row = acc.setdefault(
+                (task, str(ev.get("edit_kind"))), {"n": 0, "unchanged": 0, "diffs": [], "kept": 0}
+            )
+            row["n"] += 1
+            if isinstance(d, int | float) and math.isfinite(d):
+                row["diffs"].append(float(d))
+                row["unchanged"] += abs(d) < 1e-12
+            row["kept"] += bool(ev.get("accepted"))
+    return [
+        {
+            "task": task,
+            "kind": kind,
+            "n": r["n"],
+            "unchanged": r["unchanged"] / r["n"],
+            "mean_difference": Stat.of(r["diffs"]).mean,
+            "kept": r["kept"],
+        }
+        for (task, kind), r in sorted(acc.items())
+    ]
+
+
 def metric_table(run: Path, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
     """Mean and sample standard deviation over seeds per (system, task, metric)."""
     from reports.aggregate import load_run
@@ -181,6 +214,7 @@ def render_markdown(
     search: list[dict],
     metrics: tuple[str, ...],
     failures: list[dict] | None = None,
+    edit_rows: list[dict] | None = None,
 ) -> str:
     lines: list[str] = []
     tasks = list(dict.fromkeys(r["task"] for r in means))
@@ -228,6 +262,20 @@ def render_markdown(
             f"| {r['system']} | {r['task']} | {r['cells']} | {_same(r['same_as_reference'])} | {r['edits']} | "
             f"{r['kept']} | {src} | {kinds} | {_f(r.get('policy_drift_max'))} |"
         )
+    if edit_rows:
+        lines += [
+            "",
+            "Candidate edits of the AoD family by kind (unchanged: the candidate's batch reward equals the "
+            "incumbent's on the same seed and sample indices, i.e. the edit did not change the records):",
+            "",
+            "| task | edit kind | edits | unchanged | mean paired difference | kept |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for r in edit_rows:
+            lines.append(
+                f"| {r['task']} | {r['kind']} | {r['n']} | {r['unchanged']:.2f} | "
+                f"{_f(r['mean_difference'])} | {r['kept']} |"
+            )
     if failures:
         lines += [
             "",
@@ -255,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     pairs = paired_rows(args.run, args.reference, metrics)
     search = search_summary(args.run, args.reference)
     failures = check_failures(args.run)
-    text = render_markdown(means, pairs, search, metrics, failures)
+    kinds = edit_kinds(args.run)
+    text = render_markdown(means, pairs, search, metrics, failures, kinds)
     if args.md:
         args.md.write_text(text)
     else:
@@ -263,7 +312,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"means": means, "pairs": pairs, "search": search, "check_failures": failures}, indent=1
+                {
+                    "means": means,
+                    "pairs": pairs,
+                    "search": search,
+                    "check_failures": failures,
+                    "edit_kinds": kinds,
+                },
+                indent=1,
             )
         )
     return 0
