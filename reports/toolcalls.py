@@ -15,7 +15,9 @@ to end; this view puts the two numbers side by side. Definitions:
   (above 1: D is faster). **Matched accuracy**: the two systems' per-seed accuracies on that task do not
   differ significantly (paired t-test on shared seeds, p >= 0.05) *and* their means differ by at most
   `MATCH_TOLERANCE` (0.05 absolute), and at least one of them is above 0 (two systems that solve nothing
-  are not "comparable"). The ratio is reported for every pair; the matched ones are marked,
+  are not "comparable"), and both sides generated output tokens (a side that made no model call, such
+  as `llada-skeleton` answering "no call" on irrelevance from the references' call counts, is not timed
+  work). The ratio is reported for every pair; the matched ones are marked,
   and the headline ratio (geometric mean over tasks) uses matched tasks only, or says there are none.
 
 Systems are diffusion systems when their suite type is one of `DLM_TYPES`.
@@ -197,8 +199,16 @@ def speed_ratios(rows: list[CellSpeed], types: dict[str, str]) -> list[PairRatio
                 acca = {c.seed: c.accuracy for c in ca}
                 md, ma = sum(accd.values()) / len(accd), sum(acca.values()) / len(acca)
                 p = _paired_p(accd, acca)
-                # comparable accuracy means something only when one of them solves anything
-                matched = max(md, ma) > 0 and abs(md - ma) <= MATCH_TOLERANCE and (math.isnan(p) or p >= 0.05)
+                # comparable accuracy means something only when one of them solves anything, and a speed
+                # ratio only when both generated: a side with no output token did no model work (the
+                # skeleton's zero-call answer on irrelevance), so its ratio is shown but never matched
+                worked = min(_stat([c.tokens_out_per_item for c in cs]).mean for cs in (cd, ca)) > 0
+                matched = (
+                    worked
+                    and max(md, ma) > 0
+                    and abs(md - ma) <= MATCH_TOLERANCE
+                    and (math.isnan(p) or p >= 0.05)
+                )
                 ratio = sa.mean / sd.mean if sd.mean > 0 else math.inf
                 out.append(PairRatio(d, a, task, ratio, md, ma, p, matched))
     return out

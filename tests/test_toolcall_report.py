@@ -27,10 +27,10 @@ def _run(tmp_path, dlm_acc, ar_acc):
     # 4 samples per cell: DLM 2 s (0.5 s/item), AR 8 s on simple_python (2 s/item), 4 s on multiple (1 s/item)
     usage = {}
     for k in SEEDS:
-        usage[("dlm", "bfcl/simple_python", k)] = {"seconds": 2.0, "nfe": 48}
-        usage[("dlm", "bfcl/multiple", k)] = {"seconds": 2.0, "nfe": 48}
-        usage[("ar", "bfcl/simple_python", k)] = {"seconds": 8.0}
-        usage[("ar", "bfcl/multiple", k)] = {"seconds": 4.0}
+        usage[("dlm", "bfcl/simple_python", k)] = {"seconds": 2.0, "nfe": 48, "tokens_out": 40}
+        usage[("dlm", "bfcl/multiple", k)] = {"seconds": 2.0, "nfe": 48, "tokens_out": 40}
+        usage[("ar", "bfcl/simple_python", k)] = {"seconds": 8.0, "tokens_out": 80}
+        usage[("ar", "bfcl/multiple", k)] = {"seconds": 4.0, "tokens_out": 80}
     return write_run(
         tmp_path / "run", values, seeds=SEEDS, samples=samples, usage=usage, manifest={"suite": TYPES}
     )
@@ -79,7 +79,11 @@ def test_separate_ar_and_dlm_runs_read_as_one(tmp_path):
                    "bfcl/multiple": [0.3] * 3 if system == "dlm" else [0.9, 0.8, 0.85]}.items()}  # fmt: skip
         samples = {(s, t, k): [{"text": "{}"}] * 4 for (s, t) in values for k in SEEDS}
         usage = {
-            (system, t, k): ({"seconds": 2.0, "nfe": 48} if system == "dlm" else {"seconds": sec})
+            (system, t, k): (
+                {"seconds": 2.0, "nfe": 48, "tokens_out": 40}
+                if system == "dlm"
+                else {"seconds": sec, "tokens_out": 80}
+            )
             for t, sec in (("bfcl/simple_python", 8.0), ("bfcl/multiple", 4.0))
             for k in SEEDS
         }
@@ -111,3 +115,18 @@ def test_overlapping_runs_are_an_error_naming_both(tmp_path):
     from reports.toolcalls import main
 
     assert main([str(a), str(b)]) == 2
+
+
+def test_a_side_that_generated_nothing_is_never_matched(tmp_path):
+    """Equal accuracy, but the DLM side made no model call (no output token): the ratio is shown, not
+    matched, so it cannot become a headline (the skeleton's zero-call answer on irrelevance)."""
+    values = {("dlm", "bfcl/irrelevance"): {"irrelevance_accuracy": [1.0] * 3},
+              ("ar", "bfcl/irrelevance"): {"irrelevance_accuracy": [1.0] * 3}}  # fmt: skip
+    samples = {(s, t, k): [{"text": "{}"}] * 4 for (s, t) in values for k in SEEDS}
+    usage = {("dlm", "bfcl/irrelevance", k): {"seconds": 1e-4, "tokens_out": 0} for k in SEEDS}
+    usage |= {("ar", "bfcl/irrelevance", k): {"seconds": 8.0, "tokens_out": 80} for k in SEEDS}
+    run = write_run(
+        tmp_path / "run", values, seeds=SEEDS, samples=samples, usage=usage, manifest={"suite": TYPES}
+    )
+    (r,) = speed_ratios(cell_rows(run), system_types(run))
+    assert abs(r.ratio - 8.0 / 1e-4) < 1e-6 * r.ratio and not r.matched
