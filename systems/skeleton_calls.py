@@ -159,15 +159,34 @@ def infill_tool_calls(
                 repairs += len(reps)
                 names[i] = [c["name"] for c in record["calls"]]
                 usage.add_call(res.tokens_in, res.tokens_out, res.cached, res.nfe)
-        trees, rows = [], []
+        trees: list[Node] = []
+        rows: list[InfillRow | None] = []
+        too_long: dict[int, str] = {}
         for i, (item, prompt, rng) in enumerate(zip(items, prompts, rngs, strict=True)):
             tree = skel.arguments_tree(item.meta["functions"] if item is not None else [], names[i], rng)
             plan.shrink(tree, lambda t: backend.skeleton_fits(segments(t)))
             trees.append(tree)
+            if not backend.skeleton_fits(segments(tree)):
+                # this item's documented arguments do not fit the model's response window even with
+                # arrays cut: only this sample is a harness failure, the others are still filled
+                too_long[i] = (
+                    f"the call skeleton of item {items[i].id if items[i] is not None else i} does not fit the "
+                    "model's response window (too many documented arguments)"
+                )
+                rows.append(None)
+                continue
             rows.append(InfillRow(prompt, segments(tree), _row_seed(seed, i, "arguments")))
-        needs = [j for j, r in enumerate(rows) if any(not isinstance(s, str) for s in r.segs)]
+        needs = [
+            j for j, r in enumerate(rows) if r is not None and any(not isinstance(s, str) for s in r.segs)
+        ]
         results = dict(
-            zip(needs, cached_infill(backend, [rows[j] for j in needs], knobs) if needs else [], strict=True)
+            zip(
+                needs,
+                cached_infill(backend, [r for j in needs if (r := rows[j]) is not None], knobs)
+                if needs
+                else [],
+                strict=True,
+            )
         )
     except BenchError:
         raise
@@ -177,6 +196,10 @@ def infill_tool_calls(
         return GenerationResult(samples, [{"event": "tool_skeleton_infill", "error": err}], usage)
     samples = []
     for i, tree in enumerate(trees):
+        if i in too_long:
+            meta = {"item_id": items[i].id} if items[i] is not None else {}
+            samples.append(Sample(i, "", "error", too_long[i], SampleStatus.BACKEND_ERROR, meta=meta))
+            continue
         res = results.get(i)
         record, reps = build_record(tree, res.slot_texts if res else [], plan, rngs[i])
         repairs += len(reps)
@@ -200,6 +223,7 @@ def infill_tool_calls(
             "call_counts": sorted(set(skel.counts)),
             "optional_share": round(skel.p_optional, 4),
             "repairs": repairs,
+            "too_long": sorted(too_long),
             "nfe": usage.nfe,
         }
     ]

@@ -136,3 +136,29 @@ def test_training_batches_pair_reference_questions_with_their_answers(multiple):
         # the token window is the prompt after its instruction line (conditioning.window_text)
         j = next(j for j, p in enumerate(prompts) if text.startswith(window_text(p)))
         assert json.loads(answer) == multiple.references[j]  # ... paired with that reference's answer
+
+
+def test_an_item_whose_skeleton_cannot_fit_fails_alone(multiple):
+    """A response window too short for some items' documented arguments: those samples are harness
+    failures naming the item, and every other sample of the same batch is still filled and scored
+    (before, one oversized item turned the whole cell into backend errors)."""
+    from bench.context import BenchContext
+    from bench.profiles import apply_overrides, resolve_profile
+    from bench.types import SampleStatus
+    from systems.llada import LLaDASkeletonSystem
+
+    params = TINY | {"max_response_tokens": 40}
+    dlm = {"backend": "mdlm", "model": "embedded-mdlm", "per_task": True, "params": params}
+    ctx = BenchContext(
+        apply_overrides(resolve_profile("embedded"), {"dlm": dlm}, None), Path(tempfile.mkdtemp())
+    )
+    n = 12
+    result = LLaDASkeletonSystem({}).generate(multiple, n, 0, ctx)
+    failed = [s for s in result.samples if s.status == SampleStatus.BACKEND_ERROR]
+    filled = [s for s in result.samples if s.status != SampleStatus.BACKEND_ERROR]
+    assert failed and filled, "the window must leave some items fitting and some not"
+    assert result.trace[0]["too_long"] == [s.index for s in failed]
+    for s in failed:
+        assert s.meta["item_id"] == multiple.items[s.index].id and "does not fit" in (s.error or "")
+    for s in filled:
+        assert json.loads(s.text)["calls"], "a fitting item is filled as before"
