@@ -7,6 +7,7 @@ suite now asks for are re-scored from their stored samples without any model cal
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -243,6 +244,8 @@ def run_suite(
     suite_path: str | Path, overrides: dict[str, Any] | None = None, opts: RunOptions | None = None
 ) -> RunResult:
     opts = opts or RunOptions()
+    if opts.resume:
+        overrides, opts = resume_selection(Path(opts.resume), overrides, opts)
     # every check validate and --dry-run make (bench.checks); patterns come back expanded
     sf = prepare_suite(suite_path, overrides, data_dir=opts.data_dir, systems=opts.systems, tasks=opts.tasks)
     sf.suite = expand_task_patterns(sf.suite, opts.data_dir)
@@ -269,6 +272,42 @@ def run_suite(
                 f"{exc}. The run stopped; every finished cell is kept. Free some space, then finish it with "
                 f"`bench run {sf.path} --resume {run_dir}`"
             ) from None
+
+
+def resume_selection(
+    run_dir: Path, overrides: dict[str, Any] | None, opts: RunOptions
+) -> tuple[dict[str, Any], RunOptions]:
+    """What a resume runs when the command does not say: the run's own seeds, samples, profile, systems
+    and tasks, from its manifest. Without this, `bench run SUITE --resume RUN` of a run started with
+    `--seeds 3 --samples 6 --systems a,b` planned the suite's defaults instead: it re-ran finished cells
+    with another sample count into the same run and added systems the run never had. A flag given on
+    the command line still wins (a resume may add seeds on purpose)."""
+    overrides = dict(overrides or {})
+    manifest_path = run_dir / "manifest.json"
+    if not manifest_path.exists():
+        return overrides, opts  # run_suite refuses it with a clear error
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return overrides, opts  # RunStore.read_manifest names the damage
+    suite = manifest.get("suite") or {}
+    seeds = suite.get("seeds")
+    if "seeds" not in overrides and isinstance(seeds, list) and seeds == list(range(len(seeds))) and seeds:
+        overrides["seeds"] = len(seeds)
+    if "samples" not in overrides and isinstance(suite.get("samples"), int):
+        overrides["samples"] = suite["samples"]
+    if "profile" not in overrides and isinstance(manifest.get("profile"), str):
+        overrides["profile"] = manifest["profile"]
+    labels = [str(k) for k in (manifest.get("cells") or {})]
+    parts = [lab.split("/") for lab in labels if lab.count("/") >= 2]
+    systems = list(dict.fromkeys(p[0] for p in parts))
+    tasks = list(dict.fromkeys("/".join(p[1:-1]) for p in parts))
+    if opts.systems is None and systems and set(systems) != set(suite.get("systems") or {}):
+        opts = replace(opts, systems=systems)
+    suite_tasks = [t.get("name") for t in suite.get("tasks") or [] if isinstance(t, dict)]
+    if opts.tasks is None and tasks and set(tasks) != set(suite_tasks):
+        opts = replace(opts, tasks=tasks)
+    return overrides, opts
 
 
 def _refuse_existing_run(run_dir: Path) -> None:
