@@ -330,7 +330,7 @@ def accuracy_vs_seconds(runs: Runs, base: Path) -> list[Path]:
         )
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.0, 3.8))
-    for s, pts in sorted(by_system.items()):
+    for i, (s, pts) in enumerate(sorted(by_system.items())):
         acc, secs = _stat([p[0] for p in pts]), _stat([p[1] for p in pts])
         dlm = types.get(s) in DLM_TYPES
         ax.errorbar(
@@ -338,8 +338,14 @@ def accuracy_vs_seconds(runs: Runs, base: Path) -> list[Path]:
             yerr=0.0 if math.isnan(acc.sem) else acc.sem,
             fmt="s" if dlm else "o", color="#C44E52" if dlm else "#4C72B0", capsize=3,
         )  # fmt: skip
+        # labels alternate above and below their point: systems of one family often sit on top of
+        # each other (same speed, same accuracy), and their names must stay readable
         ax.annotate(
-            s, (max(secs.mean, 1e-4), acc.mean), textcoords="offset points", xytext=(5, 4), fontsize=8
+            s,
+            (max(secs.mean, 1e-4), acc.mean),
+            textcoords="offset points",
+            xytext=(6, 5 if i % 2 == 0 else -11),
+            fontsize=8,
         )
     ax.set_xscale("log")
     ax.set_xlabel("seconds per item (log scale; lower is faster)")
