@@ -108,3 +108,26 @@ def bench(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.Comple
     return subprocess.run(
         bench_cmd(*args), cwd=ROOT, env=bench_env(tmp_path), capture_output=True, text=True, timeout=timeout
     )
+
+
+def two_system_suite(tmp_path: Path, *, seeds: int = 3, samples: int = 8, name: str = "pair") -> Path:
+    """A suite of two `file` systems (`first`, `second`) reading the same generations of demo/booking:
+    for tests of what a run plans and runs across systems (order, resume), not of scores."""
+    gen = tmp_path / "gen"
+    write_generations(gen, list(range(seeds)))
+    path = f"{gen}/{{task_dir}}/{{seed}}.jsonl"
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        f"""\
+name: {name}
+seeds: {seeds}
+samples: {samples}
+tasks:
+  - {{name: demo/booking, n_references: 12, n_holdout: 8}}
+systems:
+  first: {{type: file, params: {{path: "{path}"}}}}
+  second: {{type: file, params: {{path: "{path}"}}}}
+metrics: [parse_rate]
+"""
+    )
+    return suite

@@ -4,28 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.filesuite import run, write_generations
-
-
-def _suite(tmp_path):
-    gen = tmp_path / "gen"
-    write_generations(gen, [0, 1, 2])
-    path = f"{gen}/{{task_dir}}/{{seed}}.jsonl"
-    suite = tmp_path / "suite.yaml"
-    suite.write_text(
-        f"""\
-name: resume
-seeds: 3
-samples: 8
-tasks:
-  - {{name: demo/booking, n_references: 12, n_holdout: 8}}
-systems:
-  first: {{type: file, params: {{path: "{path}"}}}}
-  second: {{type: file, params: {{path: "{path}"}}}}
-metrics: [parse_rate]
-"""
-    )
-    return suite
+from tests.filesuite import run, two_system_suite
 
 
 def _cells(run_dir):
@@ -37,7 +16,7 @@ def _cells(run_dir):
 
 
 def test_a_bare_resume_keeps_the_runs_own_selection(tmp_path):
-    suite, out = _suite(tmp_path), tmp_path / "run"
+    suite, out = two_system_suite(tmp_path, seeds=3, samples=8, name="resume"), tmp_path / "run"
     run(suite, tmp_path, {"seeds": 2, "samples": 4}, out=str(out), systems=["first"])
     before = _cells(out)
     assert set(before) == {("first", 0), ("first", 1)} and all(n == 4 for n, _ in before.values())

@@ -4,27 +4,11 @@ from __future__ import annotations
 
 import json
 
-from tests.filesuite import run, write_generations
+from tests.filesuite import run, two_system_suite
 
 
 def test_cells_run_seed_by_seed_across_systems(tmp_path):
-    gen = tmp_path / "gen"
-    write_generations(gen, [0, 1, 2])
-    suite = tmp_path / "suite.yaml"
-    path = f"{gen}/{{task_dir}}/{{seed}}.jsonl"
-    suite.write_text(
-        f"""\
-name: order
-seeds: 3
-samples: 4
-tasks:
-  - {{name: demo/booking, n_references: 12, n_holdout: 8}}
-systems:
-  first: {{type: file, params: {{path: "{path}"}}}}
-  second: {{type: file, params: {{path: "{path}"}}}}
-metrics: [parse_rate]
-"""
-    )
+    suite = two_system_suite(tmp_path, seeds=3, samples=4, name="order")
     result = run(suite, tmp_path, out=str(tmp_path / "run"))
     cells = []
     for cell_json in (tmp_path / "run").glob("cells/*/*/seed-*/cell.json"):
