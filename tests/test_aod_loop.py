@@ -20,6 +20,8 @@ import pytest
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # torch + llama.cpp threads in one process
 
+from tiny_dlm import TINY_DLM as SHARED_TINY_DLM  # noqa: E402
+
 from bench.cache import CallCache  # noqa: E402
 from bench.context import BenchContext  # noqa: E402
 from bench.profiles import apply_overrides, resolve_profile  # noqa: E402
@@ -31,17 +33,7 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
 # a deliberately tiny diffusion LM: the loop's mechanics are under test here, not the generator's quality
-TINY_DLM = {
-    "d_model": 48,
-    "n_layers": 2,
-    "n_heads": 2,
-    "d_ff": 96,
-    "train_steps": 30,
-    "note_pool": 40,
-    "example_pool": 8,
-    "batch_size": 8,
-    "vocab_size": 400,
-}
+TINY_DLM = SHARED_TINY_DLM | {"vocab_size": 400}
 COMMON: dict[str, Any] = {"generator": "llada", "budget": 12, "batch_size": 4, "with_similarity": False}
 AOD: dict[str, Any] = {**COMMON, "judge_limit": 2, "schema_questions": False, "with_perplexity": False}
 N = 4
