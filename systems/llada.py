@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bench.errors import BenchError
 from bench.hashing import stable_hash
@@ -40,6 +40,29 @@ __all__ = [
 ]  # fmt: skip
 
 
+class JointPool(BaseModel):
+    """Fields whose values are drawn together: each sample takes one row, as one hint per field.
+
+    What a per-field pool cannot do: keep related fields consistent (arriveBy = leaveAt + duration).
+    The rows come from records that satisfy the relation (AoD's `vary_together` takes them from the
+    references), so every sample's hints agree with each other.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    fields: list[str] = Field(min_length=1, description="the fields, in the order of each row")
+    rows: list[list[str]] = Field(min_length=1, description="rows of values, one value per field")
+
+    @model_validator(mode="after")
+    def _rows_fit(self) -> JointPool:
+        bad = [i for i, row in enumerate(self.rows) if len(row) != len(self.fields)]
+        if bad:
+            raise ValueError(
+                f"joint pool rows {bad[:5]} do not have one value per field ({len(self.fields)}: {self.fields})"
+            )
+        return self
+
+
 class LLaDAParams(AgentLoopParams):
     """Prompting and LLaDA sampling settings; unset sampler knobs fall back to the backend's defaults
     (and the agent loop's settings, on multi-turn tasks)."""
@@ -57,6 +80,10 @@ class LLaDAParams(AgentLoopParams):
     hint_pools: dict[str, list[str]] = Field(
         default_factory=dict,
         description="`field: [values]`: one value per sample, drawn by (seed, sample index), as a hint",
+    )
+    joint_pools: list[JointPool] = Field(
+        default_factory=list,
+        description="`[{fields: [..], rows: [[..], ..]}]`: one row per sample, drawn by (seed, index), as hints",
     )
     steps: int | None = Field(None, ge=1, description="denoising steps T (paper: 12)")
     gen_length: int | None = Field(None, ge=1, description="response positions (llada only)")
@@ -106,7 +133,9 @@ class LLaDASystem:
         if p.instruction is not None:
             parts.instruction = p.instruction
         parts.notes = list(p.notes)
-        parts.hints = with_pool_hints(list(p.hints.items()), p.hint_pools, seed, index)
+        parts.hints = with_pool_hints(
+            list(p.hints.items()), p.hint_pools, seed, index, [(j.fields, j.rows) for j in p.joint_pools]
+        )
         return parts
 
     def prompts(self, spec: TaskSpec, n: int, seed: int) -> list[str]:
@@ -205,13 +234,37 @@ def pool_hints(pools: Mapping[str, Sequence[str]], seed: int, index: int) -> lis
     return [(f, str(rng.choice(list(values)))) for f, values in pools.items() if values]
 
 
-def with_pool_hints(
-    hints: list[tuple[str, str]], pools: Mapping[str, Sequence[str]], seed: int, index: int
+def joint_hints(
+    joint: Sequence[tuple[Sequence[str], Sequence[Sequence[str]]]], seed: int, index: int
 ) -> list[tuple[str, str]]:
-    """Fixed hints with the pooled fields' drawn values (a pooled field replaces its fixed hint)."""
-    if not pools:
+    """One row of each joint pool for sample `index`, as `(field, value)` hints (a private RNG per
+    (seed, index), like `pool_hints`, so a sample's row does not depend on the rest of the prompt)."""
+    rng = sample_rng(seed, index, "llada-joint-pools")
+    out: list[tuple[str, str]] = []
+    for fields, rows in joint:
+        if rows:
+            out += list(zip(fields, (str(v) for v in rng.choice(list(rows))), strict=True))
+    return out
+
+
+def with_pool_hints(
+    hints: list[tuple[str, str]],
+    pools: Mapping[str, Sequence[str]],
+    seed: int,
+    index: int,
+    joint: Sequence[tuple[Sequence[str], Sequence[Sequence[str]]]] = (),
+) -> list[tuple[str, str]]:
+    """Fixed hints with the pooled fields' drawn values, then each joint pool's drawn row (a drawn
+    field replaces its fixed hint)."""
+    if not pools and not joint:
         return hints
-    return [(k, v) for k, v in hints if k not in pools] + pool_hints(pools, seed, index)
+    drawn = {f for fields, _ in joint for f in fields}
+    fixed = [(k, v) for k, v in hints if k not in pools and k not in drawn]
+    return (
+        fixed
+        + pool_hints({f: v for f, v in pools.items() if f not in drawn}, seed, index)
+        + joint_hints(joint, seed, index)
+    )
 
 
 def _backend_temperature(backend: Any) -> float:

@@ -109,6 +109,11 @@ def test_every_optimizer_spends_exactly_the_same_budget(runs: dict, name: str) -
     assert max(e["generator_calls"] for e in iteration_events(result)) == COMMON["budget"]
     assert result.usage.agent_calls >= 1 and result.usage.tokens_in > 0
     assert len(result.samples) == N
+    if name.startswith("aod"):
+        # exact accounting: one optimizer call per agent-written proposal (rule edits such as
+        # remove_hint and vary_together ask no one), the rest of the agent calls are the judge's
+        asked = sum("agent_reply" in e for e in iteration_events(result) if e.get("role") == "candidate")
+        assert result.usage.agent_calls - result.usage.judge_calls == asked
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -89,3 +89,29 @@ def answer(checks: Sequence[Check], question: str, record: JSON) -> bool | None:
 def decidable(checks: Sequence[Check], question: str) -> bool:
     """True when some check can answer the question on its own (a deciding check exists)."""
     return any(c.question == question and c.decides for c in checks)
+
+
+def check_fields(check: Check, references: Sequence[JSON], per_field: int = 8) -> tuple[str, ...]:
+    """The top-level fields `check` reads, found on the data: a field counts when putting another
+    reference's value of it, or the same record's value of another field of the same type (an equality
+    relation: departure = destination), into a reference that passes the check makes the check fail
+    or not apply.
+
+    Why by perturbation: a check is plain code, and declaring its inputs by hand for every family would
+    drift from the code. On multiwoz/train this finds (arriveBy, duration, leaveAt) for
+    `duration_matches` and (departure, destination) for `departure_differs`; a check that no reference
+    passes (a record must not copy a reference) reads nothing here. Deterministic: references and values
+    are tried in their order, at most `per_field` passing references and values per field.
+    """
+    records = [r for r in references if isinstance(r, dict)]
+    passing = [r for r in records if check(r) is True]
+    keys = list(dict.fromkeys(k for r in passing for k in r))
+    found: list[str] = []
+    for key in keys:
+        values = list({repr(r[key]): r[key] for r in records if key in r}.values())[:per_field]
+        for r in passing[:per_field]:
+            same_type = [v for k, v in r.items() if k != key and type(v) is type(r.get(key))]
+            if any(check({**r, key: v}) is not True for v in values + same_type if v != r.get(key)):
+                found.append(key)
+                break
+    return tuple(found)

@@ -7,7 +7,10 @@ One round (the paper's outer loop, on the incumbent prompt):
 2. the policy samples an edit kind (systems.optimizers.policy; frozen uniform in `aod-norl`);
 3. the optimizer agent (LLM) reads the prompt, that critique and a short history, and writes an edit
    of that kind, as JSON decoded under a grammar (systems.optimizers.edits.reply_schema); the edit
-   operator bounds it and falls back to a template edit (recorded in the trace) when it is unusable;
+   operator bounds it and falls back to a template edit (recorded in the trace) when it is unusable.
+   Two kinds are rules, not agent replies: `remove_hint`, and `vary_together`, which draws the fields
+   of the code check that failed most in the batch together from passing references (a small DLM
+   cannot do arithmetic across fields; the references can supply consistent values);
 4. the candidate prompt is evaluated on the same fresh seed and sample indices, and assessed;
 5. the candidate replaces the incumbent only if a paired swap test says it is better beyond chance
    (systems.optimizers.acceptance: a do-nothing edit is kept with probability <= alpha);
@@ -50,11 +53,13 @@ from systems.optimizers.edits import (
     PromptEdit,
     applicable_kinds,
     apply_edit,
+    check_edit,
     edit_from_reply,
     hint_fields,
     reply_format,
     reply_schema,
     template_edit,
+    together_template,
     variable_fields,
 )
 from systems.optimizers.evaluator import Evaluation, NaturalLanguageEvaluator
@@ -116,6 +121,25 @@ class AoDConfig:
     min_gain: float = 0.0
     edit_mode: Literal["agent", "noop-note", "noop-resample"] = "agent"
     bounds: EditBounds = field(default_factory=EditBounds)
+
+
+def failed_checks(row: JSON) -> set[str]:
+    """The code checks one scored sample failed (its `check:<name>` reasons of `tsr`)."""
+    return {r.split(":", 1)[1] for r in row.get("tsr_failures") or [] if r.startswith("check:")}
+
+
+def check_failures(rows: list[JSON]) -> dict[str, int]:
+    """Check name -> records of the batch that failed it."""
+    out: dict[str, int] = {}
+    for row in rows:
+        for name in sorted(failed_checks(row)):
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+def failing_of(a: Assessment) -> list[set[str]]:
+    """Each record's failed code checks in an assessed batch."""
+    return [failed_checks(row) for row in a.evaluation.rows]
 
 
 @dataclass
@@ -232,6 +256,20 @@ class AoDOptimizer:
         if kind == "remove_hint":
             info["edit_source"] = "rule"
             return template_edit(kind, prompt, spec, rng, misses, schema_problem), info
+        if kind == "vary_together":  # the judge cluster's code checks pick the target, the data the rows
+            edit = together_template(prompt, spec, rng, failing_of(best), bounds)
+            info.update(
+                {
+                    "edit_source": "rule",
+                    "target_check": edit.text,
+                    "check_failures": check_failures(best.evaluation.rows),
+                }
+            )
+            reason = check_edit(edit, prompt, spec, bounds, original)
+            if reason is not None:
+                info.update({"edit_source": "none", "fallback_reason": reason})
+                return None, info
+            return edit, info
         index = rng.randrange(len(prompt.notes)) if kind == "replace_note" and prompt.notes else -1
         constrained = self.config.constrained and supports_grammar(agent.ctx, agent.role)
         schema = reply_schema(kind, spec, prompt, bounds, original) if constrained else None
@@ -313,7 +351,7 @@ class AoDOptimizer:
         if cfg.static:
             first = evaluate(incumbent, meter.round_seed(0), None)
             trace.append(self._event(0, 0, "incumbent", first, meter, {"edit_source": "initial"}))
-            kind, _ = policy.sample(rng, applicable_kinds(first.prompt, cfg.bounds))
+            kind, _ = policy.sample(rng, applicable_kinds(first.prompt, cfg.bounds, spec, failing_of(first)))
             edit, info = self.propose(kind, spec, first, history, agent, rng, original)
             final = apply_edit(first.prompt, edit) if edit else first.prompt
             trace.append(
@@ -342,7 +380,7 @@ class AoDOptimizer:
                 )
             )
             n_eval += 1
-            allowed = applicable_kinds(current.prompt, cfg.bounds)
+            allowed = applicable_kinds(current.prompt, cfg.bounds, spec, failing_of(current))
             if cfg.policy_frozen:
                 kind, p_old = policy.sample_uniform(rng, allowed)
             else:

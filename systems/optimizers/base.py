@@ -95,10 +95,21 @@ class SteerPrompt(DiffusionPrompt):
     values instead of pinning one value in every record."""
 
     hint_pools: list[tuple[str, list[str]]] = field(default_factory=list)
+    #: joint pools (llada's `joint_pools`): (fields, rows); each sample takes one row for all the fields
+    joint_pools: list[tuple[tuple[str, ...], list[tuple[str, ...]]]] = field(default_factory=list)
 
 
 def prompt_pools(prompt: DiffusionPrompt) -> dict[str, list[str]]:
     return {f: list(v) for f, v in getattr(prompt, "hint_pools", [])}
+
+
+def prompt_joint(prompt: DiffusionPrompt) -> list[tuple[tuple[str, ...], list[tuple[str, ...]]]]:
+    return [(tuple(f), [tuple(r) for r in rows]) for f, rows in getattr(prompt, "joint_pools", [])]
+
+
+def joint_line(fields: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    """How a joint pool reads in traces and agent prompts (the generator draws one row per record)."""
+    return f"{', '.join(fields)}: taken together from one of {len(rows)} real records (a different one per record)"
 
 
 def pool_line(field_name: str, values: list[str]) -> str:
@@ -112,6 +123,7 @@ def template_text(prompt: DiffusionPrompt) -> str:
         DiffusionPrompt(prompt.instruction, list(prompt.notes), [], list(prompt.fields), list(prompt.hints))
     )
     pools = [pool_line(f, v) for f, v in prompt_pools(prompt).items()]
+    pools += [joint_line(f, rows) for f, rows in prompt_joint(prompt)]
     return "\n".join([text, *pools]) if pools else text
 
 
@@ -123,6 +135,7 @@ def copy_prompt(prompt: DiffusionPrompt) -> SteerPrompt:
         list(prompt.fields),
         list(prompt.hints),
         [(f, list(v)) for f, v in prompt_pools(prompt).items()],
+        prompt_joint(prompt),
     )
 
 
@@ -195,6 +208,7 @@ class DiffusionPromptGenerator:
         p = self.system.params
         parts.hints = list(p.hints.items())
         parts.hint_pools = [(f, list(v)) for f, v in p.hint_pools.items() if v]
+        parts.joint_pools = [(tuple(j.fields), [tuple(r) for r in j.rows]) for j in p.joint_pools]
         return parts
 
     def generate(
@@ -207,7 +221,7 @@ class DiffusionPromptGenerator:
         for i in range(n):
             parts = copy_prompt(prompt)
             parts.examples = self.system.prompt_parts(spec, seed, i).examples
-            parts.hints = with_pool_hints(list(prompt.hints), pools, seed, i)
+            parts.hints = with_pool_hints(list(prompt.hints), pools, seed, i, prompt_joint(prompt))
             texts.append(render_prompt(parts))
         return self.system.generate_from_prompts(spec, texts, seed, ctx)
 
@@ -246,6 +260,9 @@ def ar_spec(spec: TaskSpec, prompt: DiffusionPrompt) -> TaskSpec:
     for f, values in prompt_pools(prompt).items():
         # ar writes one prompt for all samples, so a pool is stated, not drawn per sample
         lines.append(f"For {f}, use one of: {', '.join(values)}, a different one each time.")
+    for fields, rows in prompt_joint(prompt):
+        shown = "; ".join(" / ".join(r) for r in rows[:8])
+        lines.append(f"Take {', '.join(fields)} together from one of: {shown}, a different one each time.")
     return replace(spec, instruction="\n".join(lines))
 
 

@@ -9,7 +9,12 @@ Edit kinds (the policy's actions):
 - `vary_hint`: a distributional hint: one field whose value is drawn per sample from a pool (values
   not among the references' values of that field, made by `novel_values`; an enum field varies over
   all its allowed values), at most `max_pools` pools of at most `max_pool` values,
-- `remove_hint`: drop one hint (fixed or distributional),
+- `vary_together`: a joint distributional hint: the fields one failing rubric check reads (found on the
+  data by `metrics.rubrics.check_fields`) drawn together, per sample, from one reference that passes the
+  check, so related fields stay consistent (arriveBy = leaveAt + duration). A rule edit: the check with
+  the most failures in the incumbent's batch is the target; at most `max_joint` joint pools of at most
+  `max_rows` rows, and all hint lines (fixed, pooled, joint) within `max_hints`,
+- `remove_hint`: drop one hint (fixed, distributional or joint),
 - `rewrite_instruction`: replace the instruction by a text of at most `max_ratio` times the original
   instruction's length and at least `min_ratio` times it (or 40 characters, whichever is less).
 
@@ -26,10 +31,18 @@ from dataclasses import asdict, dataclass
 
 from bench.types import JSON, TaskSpec
 from metrics.schema_paths import fields_of
-from systems.optimizers.base import copy_prompt, prompt_pools
+from systems.optimizers.base import copy_prompt, prompt_joint, prompt_pools
 from systems.skeleton_prompt import DiffusionPrompt, hint_text, leaf_items
 
-EDIT_KINDS = ("add_note", "replace_note", "set_hint", "vary_hint", "remove_hint", "rewrite_instruction")
+EDIT_KINDS = (
+    "add_note",
+    "replace_note",
+    "set_hint",
+    "vary_hint",
+    "vary_together",
+    "remove_hint",
+    "rewrite_instruction",
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +54,8 @@ class EditBounds:
     max_hint_chars: int = 40
     max_pools: int = 2
     max_pool: int = 8
+    max_joint: int = 1
+    max_rows: int = 32
     min_ratio: float = 0.4
     max_ratio: float = 1.5
 
@@ -53,6 +68,8 @@ class PromptEdit:
     value: str = ""
     index: int = -1
     values: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
 
     def to_json(self) -> JSON:
         return {
@@ -64,6 +81,10 @@ class PromptEdit:
     def describe(self) -> str:
         if self.kind == "vary_hint":
             return f"varied {self.field} over {', '.join(self.values)}"
+        if self.kind == "vary_together":
+            return (
+                f"drew {', '.join(self.fields)} together from {len(self.rows)} real records (for {self.text})"
+            )
         if self.kind == "set_hint":
             return f"set hint {self.field}: {self.value}"
         if self.kind == "remove_hint":
@@ -107,14 +128,32 @@ def _enum_at(schema: JSON, path: str) -> list[str] | None:
     return None
 
 
-def applicable_kinds(prompt: DiffusionPrompt, bounds: EditBounds) -> list[str]:
+def applicable_kinds(
+    prompt: DiffusionPrompt,
+    bounds: EditBounds,
+    spec: TaskSpec | None = None,
+    failing: list[set[str]] | None = None,
+) -> list[str]:
+    """The edit kinds that can change `prompt` within `bounds`.
+
+    `vary_together` needs the task (its checks) and the batch's failed checks per record (`failing`): it
+    is offered only when a group that fits covers a check that failed, since otherwise it has nothing
+    to fix and would spend a round.
+    """
     kinds = ["add_note", "set_hint", "rewrite_instruction"]
     if prompt.notes:
         kinds.insert(1, "replace_note")
-    if prompt.hints or prompt_pools(prompt):
+    if prompt.hints or prompt_pools(prompt) or prompt_joint(prompt):
         kinds.append("remove_hint")
     if len(prompt_pools(prompt)) < bounds.max_pools:
         kinds.append("vary_hint")
+    if spec is not None and failing and len(prompt_joint(prompt)) < bounds.max_joint:
+        failed = set().union(*failing)
+        every = together_groups(spec)
+        for group in fitting_groups(prompt, spec, bounds).values():
+            if any(set(g) <= set(group) for c, g in every.items() if c in failed):
+                kinds.append("vary_together")
+                break
     if len(prompt.notes) >= bounds.max_notes:
         kinds.remove("add_note")
     return [k for k in EDIT_KINDS if k in kinds]
@@ -167,8 +206,27 @@ def check_edit(
             return "pool already present"
         if len(pools) >= bounds.max_pools and edit.field not in pools:
             return "too many pools"
+    elif edit.kind == "vary_together":
+        fields = hint_fields(spec)
+        if len(edit.fields) < 2 or len(set(edit.fields)) != len(edit.fields):
+            return "a joint pool needs at least two distinct fields"
+        if any(f not in fields or "[]" in f for f in edit.fields):
+            return f"unknown field in {list(edit.fields)!r}"
+        if not 2 <= len(edit.rows) <= bounds.max_rows or len(set(edit.rows)) != len(edit.rows):
+            return f"a joint pool needs 2 to {bounds.max_rows} distinct rows"
+        if any(len(r) != len(edit.fields) for r in edit.rows):
+            return "a joint pool row needs one value per field"
+        if any(not v or len(v) > bounds.max_hint_chars for r in edit.rows for v in r):
+            return f"joint pool value empty or longer than {bounds.max_hint_chars} characters"
+        joint = prompt_joint(prompt)
+        if any(f == edit.fields for f, _ in joint):
+            return "joint pool already present"
+        if len(joint) >= bounds.max_joint:
+            return "too many joint pools"
+        if hint_lines(prompt, drop=edit.fields) + len(edit.fields) > bounds.max_hints:
+            return f"more than {bounds.max_hints} hint lines"
     elif edit.kind == "remove_hint":
-        if not 0 <= edit.index < len(prompt.hints) + len(prompt_pools(prompt)):
+        if not 0 <= edit.index < len(prompt.hints) + len(prompt_pools(prompt)) + len(prompt_joint(prompt)):
             return "no such hint"
     elif edit.kind == "rewrite_instruction":
         n = len(edit.text)
@@ -198,11 +256,20 @@ def apply_edit(prompt: DiffusionPrompt, edit: PromptEdit) -> DiffusionPrompt:
             (edit.field, list(edit.values))
         ]
         out.hints = [(k, v) for k, v in out.hints if k != edit.field]
-    elif edit.kind == "remove_hint":  # indices: fixed hints first, then pools
+    elif edit.kind == "vary_together":
+        drop = set(edit.fields)
+        out.hints = [(k, v) for k, v in out.hints if k not in drop]
+        out.hint_pools = [(k, v) for k, v in out.hint_pools if k not in drop]
+        out.joint_pools = [(f, r) for f, r in out.joint_pools if not drop & set(f)] + [
+            (tuple(edit.fields), [tuple(r) for r in edit.rows])
+        ]
+    elif edit.kind == "remove_hint":  # indices: fixed hints first, then pools, then joint pools
         if edit.index < len(out.hints):
             del out.hints[edit.index]
-        else:
+        elif edit.index < len(out.hints) + len(out.hint_pools):
             del out.hint_pools[edit.index - len(out.hints)]
+        else:
+            del out.joint_pools[edit.index - len(out.hints) - len(out.hint_pools)]
     elif edit.kind == "rewrite_instruction":
         out.instruction = edit.text
     return out
@@ -323,7 +390,9 @@ def template_edit(
         return PromptEdit("set_hint", field=f, value=(rng.choice(values) if values else "x")[:40])
     if kind == "vary_hint":
         return vary_template(prompt, spec, rng)
-    n_hints = len(prompt.hints) + len(prompt_pools(prompt))
+    if kind == "vary_together":
+        return together_template(prompt, spec, rng, [], EditBounds())
+    n_hints = len(prompt.hints) + len(prompt_pools(prompt)) + len(prompt_joint(prompt))
     if kind == "remove_hint" and n_hints:
         return PromptEdit("remove_hint", index=rng.randrange(n_hints))
     # rewrite_instruction: the task's own instruction, optionally with one generic sentence
@@ -467,6 +536,93 @@ def vary_template(prompt: DiffusionPrompt, spec: TaskSpec, rng: random.Random, p
         return PromptEdit("vary_hint")
     values, _ = novel_values(spec, path, rng)
     return PromptEdit("vary_hint", field=path, values=tuple(values))
+
+
+# ------------------------------------------------------------------------------ joint pools
+def hint_lines(prompt: DiffusionPrompt, drop: tuple[str, ...] = ()) -> int:
+    """Hint lines each sample's prompt carries (fixed, pooled, joint), not counting fields in `drop`.
+
+    The embedded DLM saw 0-3 hints in training; five hint lines pushed the first ones out of its token
+    window and it copied none of them (docs/systems-aod.md), hence one bound for all three kinds.
+    """
+    skip = set(drop)
+    n = sum(1 for k, _ in prompt.hints if k not in skip)
+    n += sum(1 for k in prompt_pools(prompt) if k not in skip)
+    n += sum(len(f) for f, _ in prompt_joint(prompt) if not skip & set(f))
+    return n
+
+
+def together_groups(spec: TaskSpec) -> dict[str, tuple[str, ...]]:
+    """Check name -> the hint fields it reads, for the task's rubric checks that read two or more."""
+    from metrics.rubrics import check_fields, rubric_checks
+
+    fields = hint_fields(spec)
+    out: dict[str, tuple[str, ...]] = {}
+    for check in rubric_checks(spec):
+        group = check_fields(check, spec.references)
+        if len(group) >= 2 and all(f in fields and "[]" not in f for f in group):
+            out[check.name] = group
+    return out
+
+
+def fitting_groups(prompt: DiffusionPrompt, spec: TaskSpec, bounds: EditBounds) -> dict[str, tuple[str, ...]]:
+    """The groups a joint pool can take now without breaking the hint-line bound."""
+    return {
+        name: group
+        for name, group in together_groups(spec).items()
+        if hint_lines(prompt, drop=group) + len(group) <= bounds.max_hints
+        and not any(f == group for f, _ in prompt_joint(prompt))
+    }
+
+
+def joint_rows(
+    spec: TaskSpec, check_name: str, group: tuple[str, ...], max_chars: int
+) -> list[tuple[str, ...]]:
+    """Distinct value rows of `group` from the references that pass the check, in first-seen order."""
+    from metrics.rubrics import rubric_checks
+
+    check = next(c for c in rubric_checks(spec) if c.name == check_name)
+    rows: dict[tuple[str, ...], None] = {}
+    for r in spec.references:
+        if isinstance(r, dict) and all(f in r for f in group) and check(r) is True:
+            row = tuple(hint_text(r[f]) for f in group)
+            if all(v and len(v) <= max_chars for v in row):
+                rows.setdefault(row, None)
+    return list(rows)
+
+
+def together_template(
+    prompt: DiffusionPrompt,
+    spec: TaskSpec,
+    rng: random.Random,
+    failing: list[set[str]],
+    bounds: EditBounds,
+) -> PromptEdit:
+    """A joint pool for the group that could fix the most of the batch (`failing`: each record's failed
+    check names), rows in a seeded order.
+
+    A group covers the checks whose fields all lie in it. The group chosen is the one with the most
+    records whose failures it covers entirely (the records it can turn into successes), then the most
+    covered failures, then the most fields, then the rubric's order. Counting failures alone picked
+    (departure, destination) on multiwoz/train, where every record also fails `duration_matches`, so
+    the edit could not make one record pass.
+    """
+    groups = fitting_groups(prompt, spec, bounds)
+    if not groups:
+        return PromptEdit("vary_together")
+    every = together_groups(spec)
+    order = list(groups)
+
+    def score(name: str) -> tuple[int, int, int, int]:
+        covered = {c for c, g in every.items() if set(g) <= set(groups[name])}
+        fixable = sum(1 for f in failing if f and f <= covered)
+        hits = sum(len(f & covered) for f in failing)
+        return fixable, hits, len(groups[name]), -order.index(name)
+
+    name = max(order, key=score)
+    rows = joint_rows(spec, name, groups[name], bounds.max_hint_chars)
+    rng.shuffle(rows)
+    return PromptEdit("vary_together", text=name, fields=groups[name], rows=tuple(rows[: bounds.max_rows]))
 
 
 # ------------------------------------------------------------------------ constrained agent replies
