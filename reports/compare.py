@@ -96,11 +96,15 @@ def compare_systems(run: Path | str, reference: str) -> list[Comparison]:
     pairs two runs of one system. Rows carry the compared system; A is `reference`, B the system."""
     from reports.aggregate import load_run
 
-    frame = load_run(run)
+    return compare_frame(load_run(run), reference, str(run))
+
+
+def compare_frame(frame: Any, reference: str, where: str) -> list[Comparison]:
+    """`compare_systems` on a tidy frame (`reports.aggregate.load_run`'s, or several runs' concatenated)."""
     ok = frame[frame["status"] == "ok"]
     if reference not in set(ok["system"]):
         names = ", ".join(dict.fromkeys(frame["system"])) or "none"
-        raise ValueError(f"system {reference!r} has no finished cell in {run} (systems: {names})")
+        raise ValueError(f"system {reference!r} has no finished cell in {where} (systems: {names})")
     ref = {
         k: dict(zip(g["seed"], g["value"], strict=True))
         for k, g in ok[ok["system"] == reference].groupby(["task", "metric"], sort=False)

@@ -97,3 +97,21 @@ def test_edit_kinds_from_traces(tmp_path):
     assert rows["rewrite_instruction"]["n"] == 2 and rows["rewrite_instruction"]["unchanged"] == 0.5
     assert rows["rewrite_instruction"]["mean_difference"] == pytest.approx(0.01)
     assert rows["set_hint"]["kept"] == 1 and rows["set_hint"]["unchanged"] == 0.0
+
+
+def test_two_runs_read_as_one_and_an_overlap_is_refused(tmp_path):
+    """Re-running the systems a change touched next to an earlier run of the others: the tables of the
+    two runs together equal the tables of one run with every system; a cell in both is an error."""
+    from bench.errors import BenchError
+
+    rng = np.random.default_rng(9)
+    base = rng.normal(0.4, 0.1, 10)
+    systems = {"llada": base, "aod": base + 0.05, "promptbreeder": base + rng.normal(0, 0.02, 10)}
+    values = {(s, "multiwoz/train"): {"tsr": v.tolist()} for s, v in systems.items()}
+    whole = write_run(tmp_path / "whole", values)
+    first = write_run(tmp_path / "a", {k: v for k, v in values.items() if k[0] != "promptbreeder"})
+    second = write_run(tmp_path / "b", {k: v for k, v in values.items() if k[0] == "promptbreeder"})
+    assert paired_rows([first, second], "llada", ("tsr",)) == paired_rows(whole, "llada", ("tsr",))
+    assert metric_table([first, second], ("tsr",)) == metric_table(whole, ("tsr",))
+    with pytest.raises(BenchError, match=r"cell \S+/multiwoz/train/seed-0 is in both .*/a and .*/whole"):
+        paired_rows([first, whole], "llada", ("tsr",))

@@ -1,6 +1,9 @@
 """The issue-10 comparison of a `suites/aod.yaml` run: paired tests and what each search kept.
 
-    python -m benchmarks.aod.comparison RUN_DIR [--reference llada] [--md out.md] [--json out.json]
+    python -m benchmarks.aod.comparison RUN_DIR [RUN_DIR ...] [--reference llada] [--md out.md] [--json out.json]
+
+Several run directories are read as one when their cells do not overlap (a cell in two runs is an
+error naming both): re-running only the systems a change touched, next to an earlier run of the others.
 
 What it reports, per task:
 - mean and standard deviation over seeds of each metric, per system;
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import Stat
-from reports.compare import Comparison, compare_systems
+from reports.compare import Comparison, compare_frame
 
 METRICS = ("tsr", "diversity", "field_overlap", "novelty")
 PAIRS_AGAINST_AOD = ("aod-norl", "aod-scalar")
@@ -45,23 +48,50 @@ def holm(p_values: list[float]) -> list[float]:
     return out
 
 
-def _cells(run: Path) -> dict[tuple[str, str, int], Path]:
+Runs = Path | list[Path]
+
+
+def _runs(runs: Runs) -> list[Path]:
+    return list(runs) if isinstance(runs, list) else [runs]
+
+
+def _cells(runs: Runs) -> dict[tuple[str, str, int], Path]:
     """(system, task, seed) -> cell directory, for finished cells (read through the run store, so a
-    damaged cell is skipped with its warning)."""
+    damaged cell is skipped with its warning). A cell in two runs is an error."""
+    from bench.errors import BenchError
     from bench.store import RunStore
 
-    return {
-        (c.key.system, c.key.task, int(c.key.seed)): c.path
-        for c in RunStore(run).iter_cells()
-        if c.status == "ok"
-    }
+    out: dict[tuple[str, str, int], Path] = {}
+    where: dict[tuple[str, str, int], Path] = {}
+    for run in _runs(runs):
+        for c in RunStore(run).iter_cells():
+            key = (c.key.system, c.key.task, int(c.key.seed))
+            if key in where:
+                raise BenchError(
+                    f"cell {key[0]}/{key[1]}/seed-{key[2]} is in both {where[key]} and {run}; "
+                    "combine runs whose cells do not overlap"
+                )
+            where[key] = run
+            if c.status == "ok":
+                out[key] = c.path
+    return out
+
+
+def _frame(runs: Runs) -> Any:
+    """The runs' tidy frames (`reports.aggregate.load_run`) as one; `_cells` rejects overlaps first."""
+    import pandas as pd
+
+    from reports.aggregate import load_run
+
+    _cells(runs)
+    return pd.concat([load_run(r) for r in _runs(runs)], ignore_index=True)
 
 
 def _texts(cell: Path) -> list[str]:
     return [json.loads(line)["text"] for line in (cell / "samples.jsonl").read_text().splitlines() if line]
 
 
-def search_summary(run: Path, reference: str) -> list[dict[str, Any]]:
+def search_summary(run: Runs, reference: str) -> list[dict[str, Any]]:
     """Per (system, task): cells, cells whose final samples equal the reference's, and for the AoD family
     candidate edits, kept edits and fallbacks, from the traces."""
     cells = _cells(run)
@@ -105,7 +135,7 @@ def search_summary(run: Path, reference: str) -> list[dict[str, Any]]:
     return out
 
 
-def check_failures(run: Path) -> list[dict[str, Any]]:
+def check_failures(run: Runs) -> list[dict[str, Any]]:
     """Per (system, task): records scored, and the share of them failing each code check (`check:` entries
     of the samples' `tsr_failures`), commonest first. This is the per-question view `tsr` hides: a record
     passes `tsr` only when every check passes."""
@@ -128,7 +158,7 @@ def check_failures(run: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def edit_kinds(run: Path) -> list[dict[str, Any]]:
+def edit_kinds(run: Runs) -> list[dict[str, Any]]:
     """Per (task, edit kind), over the AoD family's candidate edits: how many, the share that left the
     candidate batch's reward exactly equal to the incumbent's (the edit did not reach the generator's
     records), the mean paired reward difference, and how many were kept."""
@@ -161,11 +191,9 @@ def edit_kinds(run: Path) -> list[dict[str, Any]]:
     ]
 
 
-def metric_table(run: Path, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
+def metric_table(run: Runs, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
     """Mean and sample standard deviation over seeds per (system, task, metric)."""
-    from reports.aggregate import load_run
-
-    frame = load_run(run)
+    frame = _frame(run)
     ok = frame[(frame["status"] == "ok") & frame["metric"].isin(metrics)]
     rows = []
     for (system, task, metric), g in ok.groupby(["system", "task", "metric"], sort=False):
@@ -176,16 +204,20 @@ def metric_table(run: Path, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
     return rows
 
 
-def paired_rows(run: Path, reference: str, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
+def paired_rows(run: Runs, reference: str, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
     """Every system against `reference`, then `aod` against each of PAIRS_AGAINST_AOD; Holm over all."""
+    frame = _frame(run)
+    where = ", ".join(str(r) for r in _runs(run))
     rows: list[tuple[str, Comparison]] = [
-        (reference, c) for c in compare_systems(run, reference) if c.metric in metrics
+        (reference, c) for c in compare_frame(frame, reference, where) if c.metric in metrics
     ]
     present = {c.system for _, c in rows} | {reference}
     for other in PAIRS_AGAINST_AOD:
         if other in present and "aod" in present:
             rows += [
-                (other, c) for c in compare_systems(run, other) if c.metric in metrics and c.system == "aod"
+                (other, c)
+                for c in compare_frame(frame, other, where)
+                if c.metric in metrics and c.system == "aod"
             ]
     adjusted = holm([c.p_ttest for _, c in rows])
     return [
@@ -292,7 +324,7 @@ def render_markdown(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run", type=Path)
+    ap.add_argument("run", type=Path, nargs="+", help="run directories, read as one (cells must not overlap)")
     ap.add_argument("--reference", default="llada")
     ap.add_argument("--metrics", default=",".join(METRICS))
     ap.add_argument("--md", type=Path, help="write the Markdown tables here (default: print them)")
