@@ -76,6 +76,10 @@ def test_the_group_that_can_make_records_pass_wins_over_the_most_failed(train: T
         assert by_check["duration_matches"](dict(zip(edit.fields, row, strict=True))) is True
     refs = {tuple(r[f] for f in edit.fields) for r in train.references}
     assert set(edit.rows) <= refs and len(set(edit.rows)) == len(edit.rows) >= 2
+    # no record fixable by either group, and both cover a check every record fails: the station group
+    # covers two checks (they fail together on departure = destination), the time group more fields
+    tie = [{"duration_matches", "departure_differs", "cambridge_endpoint"}] * 4
+    assert together_template(prompt, train, random.Random(0), tie, EditBounds()).text == "duration_matches"
     # a batch whose only failures are the stations: the station group
     stations = together_template(
         prompt, train, random.Random(0), [{"departure_differs", "cambridge_endpoint"}], EditBounds()

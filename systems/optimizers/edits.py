@@ -602,10 +602,12 @@ def together_template(
     check names), rows in a seeded order.
 
     A group covers the checks whose fields all lie in it. The group chosen is the one with the most
-    records whose failures it covers entirely (the records it can turn into successes), then the most
-    covered failures, then the most fields, then the rubric's order. Counting failures alone picked
-    (departure, destination) on multiwoz/train, where every record also fails `duration_matches`, so
-    the edit could not make one record pass.
+    records whose failures it covers entirely (the records it can turn into successes); then the one
+    covering the most-failed check (the bottleneck: no edit that leaves a check failing in every record
+    can raise `tsr`); then the most fields; then the rubric's order. Not the sum of covered failures:
+    checks on the same fields fail together (`departure_differs` and `cambridge_endpoint` on
+    departure = destination = cambridge), so a sum counts one fault twice, and in the first 10-seed run
+    it chose (departure, destination) in batches where every record also failed `duration_matches`.
     """
     groups = fitting_groups(prompt, spec, bounds)
     if not groups:
@@ -616,8 +618,8 @@ def together_template(
     def score(name: str) -> tuple[int, int, int, int]:
         covered = {c for c, g in every.items() if set(g) <= set(groups[name])}
         fixable = sum(1 for f in failing if f and f <= covered)
-        hits = sum(len(f & covered) for f in failing)
-        return fixable, hits, len(groups[name]), -order.index(name)
+        worst = max((sum(1 for f in failing if c in f) for c in covered), default=0)
+        return fixable, worst, len(groups[name]), -order.index(name)
 
     name = max(order, key=score)
     rows = joint_rows(spec, name, groups[name], bounds.max_hint_chars)
