@@ -201,6 +201,15 @@ class _SuiteFileCollection:
         return None
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A `--bench-suite` session runs in one process: under the xdist workers of the project's
+    `addopts` each worker would run the suite itself, into the same run directory."""
+    if config.getoption("bench_suite", None) and getattr(config.option, "numprocesses", None):
+        config.option.numprocesses = 0
+        config.option.dist = "no"
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Make the suite file a collection argument: alone, unless test paths were given explicitly."""

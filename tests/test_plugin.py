@@ -128,4 +128,6 @@ def test_bench_suite_runs_the_suite_through_the_runner(tmp_path):
     # copies of database records: parsed, but their fields overlap the references (memorization)
     assert "2 passed, 1 failed" in text or "1 failed, 2 passed" in text, text
     assert "expectation failed: gen.field_overlap < 0.01" in text
+    # one process although the project's addopts ask for xdist workers (each would run the suite)
+    assert "bringing up nodes" not in text and "created:" not in text, text
     assert (out / "report.md").exists() and (out / "manifest.json").exists()
