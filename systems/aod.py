@@ -74,10 +74,12 @@ class AoDParams(OptimizerParams):
     policy_epochs: int = Field(4, ge=1, description="gradient steps per update")
     policy_frozen: bool = Field(False, description="uniform policy over edit kinds, never updated (aod-norl)")
     constrained: bool = Field(True, description="optimizer replies decoded under a JSON grammar")
-    acceptance: Literal["swap", "greater"] = Field(
-        "swap", description="keep an edit: paired swap test on fresh samples, or plain 'reward is higher'"
+    acceptance: Literal["swap", "swap-conservative", "greater"] = Field(
+        "swap",
+        description="keep an edit: randomized paired swap test on fresh samples (level exactly alpha), "
+        "its plain p-value (level at most alpha), or plain 'reward is higher'",
     )
-    alpha: float = Field(0.1, gt=0, lt=1, description="swap test level: bound on keeping a do-nothing edit")
+    alpha: float = Field(0.1, gt=0, lt=1, description="swap test level: rate of keeping a do-nothing edit")
     min_gain: float = Field(0.0, ge=0, description="least paired reward gain an accepted edit must show")
     edit_mode: Literal["agent", "noop-note", "noop-resample"] = Field(
         "agent", description="who writes edits (noop-*: do-nothing edits, to measure false acceptance)"

@@ -1,7 +1,8 @@
 """AoD's acceptance rule (systems.optimizers.acceptance) on synthetic reward processes where the truth is
 known: under the null (the edit changes nothing) the paired swap test keeps the edit with probability
 at most alpha, for a mean statistic and for a batch statistic that does not decompose over samples;
-under a real effect it keeps it most of the time; the plain "higher reward wins" rule keeps a null edit
+(exactly alpha for the randomized test, 1/16 for the plain one at b = 4); under a real effect it keeps it
+most of the time; the plain "higher reward wins" rule keeps a null edit
 about half the time (why it is not used). Frequencies are checked against binomial bounds (4 sigma).
 """
 
@@ -35,9 +36,13 @@ def rates(trials: int, b: int, draw, statistic, rule: AcceptanceRule, seed: int 
     for t in range(trials):
         cand, inc = draw(rng, b)
         test = paired_swap_test(cand, inc, statistic, seed=t)
-        swap += rule.decide(test, test.observed)
+        swap += rule.decide(test, test.observed, rng.random())
         greater += test.observed > 0
     return swap / trials, greater / trials
+
+
+def within(rate: float, p: float, n: int) -> bool:
+    return abs(rate - p) < 4 * math.sqrt(p * (1 - p) / n)
 
 
 def null_gaussian(rng: random.Random, b: int) -> tuple[list[float], list[float]]:
@@ -46,13 +51,14 @@ def null_gaussian(rng: random.Random, b: int) -> tuple[list[float], list[float]]
     return [s + rng.gauss(0, 0.3) for s in shared], [s + rng.gauss(0, 0.3) for s in shared]
 
 
-def test_null_edit_is_kept_at_most_alpha_of_the_time_and_exactly_one_in_sixteen_at_b4() -> None:
+def test_null_edit_is_kept_alpha_of_the_time_randomized_and_one_in_sixteen_plain_at_b4() -> None:
     trials = 4000
     swap, greater = rates(trials, 4, null_gaussian, mean_difference, AcceptanceRule(alpha=0.1))
-    assert swap <= binomial_upper(0.1, trials)
+    assert within(swap, 0.1, trials)  # randomized: level exactly alpha
+    plain, _ = rates(trials, 4, null_gaussian, mean_difference, AcceptanceRule("swap-conservative", 0.1))
     # continuous null, 16 swap patterns: accepted only when the observed pattern is the best of 16
-    assert abs(swap - 1 / 16) < 4 * math.sqrt((1 / 16) * (15 / 16) / trials)
-    assert abs(greater - 0.5) < 4 * math.sqrt(0.25 / trials)  # the plain rule: a coin flip
+    assert within(plain, 1 / 16, trials) and plain <= binomial_upper(0.1, trials)
+    assert within(greater, 0.5, trials)  # the plain rule: a coin flip
 
 
 def test_null_holds_for_a_batch_statistic_that_does_not_decompose() -> None:
@@ -74,7 +80,7 @@ def test_monte_carlo_patterns_keep_the_level_for_large_batches() -> None:
         cand, inc = null_gaussian(rng, 16)
         test = paired_swap_test(cand, inc, mean_difference, exact_limit=12, monte_carlo=255, seed=t)
         assert not test.exact and test.patterns == 256
-        accepted += rule.decide(test, test.observed)
+        accepted += rule.decide(test, test.observed, rng.random())
     assert accepted / trials <= binomial_upper(0.1, trials)
 
 
@@ -88,6 +94,22 @@ def test_a_real_improvement_is_kept_most_of_the_time() -> None:
     assert swap > 0.95
 
 
+def test_randomizing_keeps_a_second_best_edit_with_the_level_left_over() -> None:
+    """One re-pairing beats the observed D: plain p = 2/16 > 0.1, randomized p = (1 + u) / 16, kept
+    when u <= 0.6, i.e. 60% of the time; a best-of-16 edit is kept whatever u."""
+    cand, inc = [1.0, 1.0, 1.0, -0.5], [0.0, 0.0, 0.0, 0.0]
+    test = paired_swap_test(cand, inc, mean_difference)
+    assert (test.greater, test.equal, test.p_value) == (1, 1, pytest.approx(2 / 16))
+    rule = AcceptanceRule(alpha=0.1)
+    assert not AcceptanceRule("swap-conservative", 0.1).decide(test, test.observed)
+    assert rule.decide(test, test.observed, 0.59) and not rule.decide(test, test.observed, 0.61)
+    u = random.Random(1)
+    kept = sum(rule.decide(test, test.observed, u.random()) for _ in range(4000)) / 4000
+    assert within(kept, 0.6, 4000)
+    best = paired_swap_test([1.0] * 4, [0.0] * 4, mean_difference)
+    assert all(rule.decide(best, best.observed, x) for x in (0.0, 0.5, 0.999))
+
+
 def test_exact_p_value_by_hand() -> None:
     cand, inc = [3.0, 1.0], [1.0, 2.0]
     # patterns: none swapped: (2 + -1)/2 = 0.5; swap 0: -0.5 ... enumerate all four
@@ -97,14 +119,16 @@ def test_exact_p_value_by_hand() -> None:
     assert test.p_value == pytest.approx(sum(v >= 0.5 for v in values) / 4)
     assert test.exact and test.patterns == 4
     ties = paired_swap_test([1.0, 1.0], [1.0, 1.0], mean_difference)
-    assert ties.p_value == 1.0 and not AcceptanceRule().decide(ties, ties.observed)
+    assert ties.p_value == 1.0 and (ties.greater, ties.equal) == (0, 4)
+    assert not AcceptanceRule().decide(ties, ties.observed, 0.0)  # D = 0: the margin rejects it
 
 
 def test_rule_needs_both_the_test_and_the_margin() -> None:
     test = paired_swap_test([2.0] * 4, [0.0] * 4, mean_difference)
     assert test.p_value == pytest.approx(1 / 16)
     assert AcceptanceRule(alpha=0.1).decide(test, test.observed)
-    assert not AcceptanceRule(alpha=0.05).decide(test, test.observed)
+    assert not AcceptanceRule(alpha=0.05).decide(test, test.observed, 0.9)  # (0 + 0.9) / 16 > 0.05
+    assert AcceptanceRule(alpha=0.05).decide(test, test.observed, 0.7)  # 0.7 / 16 <= 0.05
     assert not AcceptanceRule(alpha=0.1, min_gain=3.0).decide(test, test.observed)
     assert AcceptanceRule(test="greater").decide(None, 0.01)
     assert not AcceptanceRule(test="greater").decide(None, 0.0)

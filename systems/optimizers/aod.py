@@ -116,7 +116,7 @@ class AoDConfig:
     policy_epochs: int = 4
     policy_frozen: bool = False  # aod-norl: uniform over the applicable kinds, never updated
     constrained: bool = True  # the optimizer's reply is decoded under reply_schema's grammar
-    acceptance: Literal["swap", "greater"] = "swap"
+    acceptance: Literal["swap", "swap-conservative", "greater"] = "swap"
     alpha: float = 0.1
     min_gain: float = 0.0
     edit_mode: Literal["agent", "noop-note", "noop-resample"] = "agent"
@@ -393,7 +393,8 @@ class AoDOptimizer:
             )
             assessed = evaluate(child, child_seed, current)
             test = self.paired_test(paired, assessed, current, round_seed)
-            accepted = rule.decide(test, test.observed)
+            u = derived_rng(round_seed, "acceptance-u").random()
+            accepted = rule.decide(test, test.observed, u)
             if cfg.policy_frozen:
                 update: JSON = {"kind": kind, "frozen": True, "probs": policy.uniform(allowed)}
             else:
@@ -406,6 +407,7 @@ class AoDOptimizer:
                 {
                     "paired_difference": test.observed,
                     "p_value": test.p_value,
+                    "p_randomized": test.randomized_p(u),
                     "swap_patterns": test.patterns,
                     "greater": test.observed > 0,
                 }
