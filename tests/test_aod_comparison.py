@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -115,3 +116,6 @@ def test_two_runs_read_as_one_and_an_overlap_is_refused(tmp_path):
     assert metric_table([first, second], ("tsr",)) == metric_table(whole, ("tsr",))
     with pytest.raises(BenchError, match=r"cell \S+/multiwoz/train/seed-0 is in both .*/a and .*/whole"):
         paired_rows([first, whole], "llada", ("tsr",))
+    # DIR=systems takes only those systems from a run: the stale cells of the others stay out
+    picked = [first, Path(f"{whole}=promptbreeder")]
+    assert paired_rows(picked, "llada", ("tsr",)) == paired_rows(whole, "llada", ("tsr",))

@@ -4,6 +4,7 @@
 
 Several run directories are read as one when their cells do not overlap (a cell in two runs is an
 error naming both): re-running only the systems a change touched, next to an earlier run of the others.
+`RUN_DIR=sys1,sys2` takes only those systems from that run (the earlier run's stale AoD cells stay out).
 
 What it reports, per task:
 - mean and standard deviation over seeds of each metric, per system;
@@ -55,6 +56,15 @@ def _runs(runs: Runs) -> list[Path]:
     return list(runs) if isinstance(runs, list) else [runs]
 
 
+def _split(run: Path) -> tuple[Path, set[str] | None]:
+    """`DIR=sys1,sys2` -> (DIR, {sys1, sys2}); a plain directory takes every system."""
+    text = str(run)
+    if "=" in text and not Path(text).exists():
+        path, names = text.rsplit("=", 1)
+        return Path(path), {n.strip() for n in names.split(",") if n.strip()}
+    return run, None
+
+
 def _cells(runs: Runs) -> dict[tuple[str, str, int], Path]:
     """(system, task, seed) -> cell directory, for finished cells (read through the run store, so a
     damaged cell is skipped with its warning). A cell in two runs is an error."""
@@ -64,7 +74,10 @@ def _cells(runs: Runs) -> dict[tuple[str, str, int], Path]:
     out: dict[tuple[str, str, int], Path] = {}
     where: dict[tuple[str, str, int], Path] = {}
     for run in _runs(runs):
+        run, only = _split(run)
         for c in RunStore(run).iter_cells():
+            if only is not None and c.key.system not in only:
+                continue
             key = (c.key.system, c.key.task, int(c.key.seed))
             if key in where:
                 raise BenchError(
@@ -84,7 +97,12 @@ def _frame(runs: Runs) -> Any:
     from reports.aggregate import load_run
 
     _cells(runs)
-    return pd.concat([load_run(r) for r in _runs(runs)], ignore_index=True)
+    frames = []
+    for run in _runs(runs):
+        path, only = _split(run)
+        frame = load_run(path)
+        frames.append(frame if only is None else frame[frame["system"].isin(only)])
+    return pd.concat(frames, ignore_index=True)
 
 
 def _texts(cell: Path) -> list[str]:

@@ -5,7 +5,8 @@ The loop runs with its edit source replaced by do-nothing edits (`edit_mode`):
     exact null (truth known: the two prompts are the same);
   * `noop-note`: the candidate adds a note that asks for nothing ("This line is only a separator."),
     paired with the incumbent on the same fresh seed: the do-nothing note of issue 10.
-Every round is one trial. Reported per mode: trials, accepted by the swap test (the rule in use), and
+Every round is one trial. Reported per mode: trials, accepted by the swap test (the rule in use: the
+randomized p-value), accepted by its plain p-value (`swap-conservative`, from the same trials), and
 accepted by the plain rule "paired reward is higher" (what a test-free loop would keep), with Wilson 95%
 intervals. Everything else is the real thing: embedded DLM generator, SmolLM2 judge, MiniLM similarity.
 
@@ -77,7 +78,10 @@ def run(
                             "round": e["round"],
                             "difference": e["paired_difference"],
                             "p_value": e["p_value"],
+                            "p_randomized": e.get("p_randomized"),
                             "accepted": e["accepted"],
+                            # what the plain p-value (`swap-conservative`) would have kept
+                            "accepted_plain": e["p_value"] <= cfg.alpha and e["paired_difference"] > 0,
                             "greater": e["greater"],
                         }
                         trials.append(row)
@@ -100,6 +104,7 @@ def summarize(trials_by_mode: dict[str, list[dict]], seeds: int) -> dict:
             "accepted": acc,
             "rate": acc / n if n else math.nan,
             "rate_ci95": wilson(acc, n),
+            "accepted_plain": sum(bool(t.get("accepted_plain")) for t in trials),
             "greater": gre,
             "greater_rate": gre / n if n else math.nan,
             "greater_ci95": wilson(gre, n),
