@@ -9,11 +9,12 @@ One round (the paper's outer loop, on the incumbent prompt):
    of that kind, as JSON decoded under a grammar (systems.optimizers.edits.reply_schema); the edit
    operator bounds it and falls back to a template edit (recorded in the trace) when it is unusable.
    Two kinds are rules, not agent replies: `remove_hint`, and `vary_together`, which draws the fields
-   of the code check that failed most in the batch together from passing references (a small DLM
-   cannot do arithmetic across fields; the references can supply consistent values);
+   a failing code check reads together from passing references, for the group that can turn the most
+   of the batch's records into successes (edits.together_template: a small DLM cannot do arithmetic
+   across fields; the references can supply consistent values);
 4. the candidate prompt is evaluated on the same fresh seed and sample indices, and assessed;
 5. the candidate replaces the incumbent only if a paired swap test says it is better beyond chance
-   (systems.optimizers.acceptance: a do-nothing edit is kept with probability <= alpha);
+   (systems.optimizers.acceptance, randomized: a do-nothing edit is kept with probability alpha);
 6. the policy takes a clipped REINFORCE step on the paired reward difference.
 
 A round costs two batches. A budget with an odd number of evaluations spends the last one on a final
