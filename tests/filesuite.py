@@ -51,8 +51,18 @@ def write_generations(gen_dir: Path, seeds: list[int], n: int = 8) -> None:
 
 
 def suite_text(
-    gen_dir: Path, *, seeds: int = 2, samples: int = 8, extra: str = "", name: str = "store"
+    gen_dir: Path,
+    *,
+    seeds: int = 2,
+    samples: int = 8,
+    extra: str = "",
+    name: str = "store",
+    systems: tuple[str, ...] = ("ext",),
+    metrics: str = "parse_rate, schema_valid, tsr",
 ) -> str:
+    """A demo/booking suite whose `file` systems (`systems`, all reading `gen_dir`) replay generations."""
+    path = f"{gen_dir}/{{task_dir}}/{{seed}}.jsonl"
+    lines = "".join(f'  {s}: {{type: file, params: {{path: "{path}"}}}}\n' for s in systems)
     return f"""\
 name: {name}
 seeds: {seeds}
@@ -60,8 +70,7 @@ samples: {samples}
 tasks:
   - {{name: demo/booking, n_references: 12, n_holdout: 8}}
 systems:
-  ext: {{type: file, params: {{path: "{gen_dir}/{{task_dir}}/{{seed}}.jsonl"}}}}
-metrics: [parse_rate, schema_valid, tsr]
+{lines}metrics: [{metrics}]
 {extra}"""
 
 
@@ -115,19 +124,10 @@ def two_system_suite(tmp_path: Path, *, seeds: int = 3, samples: int = 8, name: 
     for tests of what a run plans and runs across systems (order, resume), not of scores."""
     gen = tmp_path / "gen"
     write_generations(gen, list(range(seeds)))
-    path = f"{gen}/{{task_dir}}/{{seed}}.jsonl"
     suite = tmp_path / "suite.yaml"
     suite.write_text(
-        f"""\
-name: {name}
-seeds: {seeds}
-samples: {samples}
-tasks:
-  - {{name: demo/booking, n_references: 12, n_holdout: 8}}
-systems:
-  first: {{type: file, params: {{path: "{path}"}}}}
-  second: {{type: file, params: {{path: "{path}"}}}}
-metrics: [parse_rate]
-"""
+        suite_text(
+            gen, seeds=seeds, samples=samples, name=name, systems=("first", "second"), metrics="parse_rate"
+        )
     )
     return suite

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import Stat
+from metrics.rubrics import failed_names
 from reports.compare import Comparison, compare_frame
 
 METRICS = ("tsr", "diversity", "field_overlap", "novelty")
@@ -166,9 +167,7 @@ def check_failures(run: Runs) -> list[dict[str, Any]]:
                 continue
             scored = json.loads(line).get("scored") or {}
             n += 1
-            for failure in scored.get("tsr_failures") or []:
-                if str(failure).startswith("check:"):
-                    fails[str(failure).removeprefix("check:")] += 1
+            fails.update(failed_names(scored.get("tsr_failures") or []))
         by[(system, task)] = (n, fails)
     for (system, task), (n, fails) in by.items():
         shares = {k: v / n for k, v in fails.most_common()} if n else {}

@@ -68,6 +68,12 @@ def failed(checks: Iterable[Check], record: JSON) -> list[str]:
     return [f"check:{c.name}" for c in checks if c(record) is False]
 
 
+def failed_names(reasons: Iterable[object]) -> list[str]:
+    """The check names among a scored sample's `tsr` reasons (the `check:<name>` entries `failed` wrote),
+    in their order; other reasons (copies, duplicates, placeholders) are left out."""
+    return [str(r).removeprefix("check:") for r in reasons if str(r).startswith("check:")]
+
+
 def answer(checks: Sequence[Check], question: str, record: JSON) -> bool | None:
     """The code's answer to `question` for `record`, or None when the LLM must answer it.
 

@@ -126,7 +126,9 @@ class AoDConfig:
 
 def failed_checks(row: JSON) -> set[str]:
     """The code checks one scored sample failed (its `check:<name>` reasons of `tsr`)."""
-    return {r.split(":", 1)[1] for r in row.get("tsr_failures") or [] if r.startswith("check:")}
+    from metrics.rubrics import failed_names
+
+    return set(failed_names(row.get("tsr_failures") or []))
 
 
 def check_failures(rows: list[JSON]) -> dict[str, int]:

@@ -150,7 +150,7 @@ def applicable_kinds(
     if spec is not None and failing and len(prompt_joint(prompt)) < bounds.max_joint:
         failed = set().union(*failing)
         every = together_groups(spec)
-        for group in fitting_groups(prompt, spec, bounds).values():
+        for group in fitting_groups(prompt, every, bounds).values():
             if any(set(g) <= set(group) for c, g in every.items() if c in failed):
                 kinds.append("vary_together")
                 break
@@ -565,11 +565,13 @@ def together_groups(spec: TaskSpec) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def fitting_groups(prompt: DiffusionPrompt, spec: TaskSpec, bounds: EditBounds) -> dict[str, tuple[str, ...]]:
-    """The groups a joint pool can take now without breaking the hint-line bound."""
+def fitting_groups(
+    prompt: DiffusionPrompt, groups: dict[str, tuple[str, ...]], bounds: EditBounds
+) -> dict[str, tuple[str, ...]]:
+    """Those of the task's `groups` (`together_groups`) a joint pool can take now within the hint-line bound."""
     return {
         name: group
-        for name, group in together_groups(spec).items()
+        for name, group in groups.items()
         if hint_lines(prompt, drop=group) + len(group) <= bounds.max_hints
         and not any(f == group for f, _ in prompt_joint(prompt))
     }
@@ -609,10 +611,10 @@ def together_template(
     departure = destination = cambridge), so a sum counts one fault twice, and in the first 10-seed run
     it chose (departure, destination) in batches where every record also failed `duration_matches`.
     """
-    groups = fitting_groups(prompt, spec, bounds)
+    every = together_groups(spec)
+    groups = fitting_groups(prompt, every, bounds)
     if not groups:
         return PromptEdit("vary_together")
-    every = together_groups(spec)
     order = list(groups)
 
     def score(name: str) -> tuple[int, int, int, int]:
