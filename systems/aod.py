@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bench.types import GenerationResult, RunContext, TaskSpec, Usage
+from systems.optimizers.acceptance import AOD_MIN_GAIN
 from systems.optimizers.base import (
     Agent,
     Budget,
@@ -80,7 +81,11 @@ class AoDParams(OptimizerParams):
         "its plain p-value (level at most alpha), or plain 'reward is higher'",
     )
     alpha: float = Field(0.1, gt=0, lt=1, description="swap test level: rate of keeping a do-nothing edit")
-    min_gain: float = Field(0.0, ge=0, description="least paired reward gain an accepted edit must show")
+    min_gain: float = Field(
+        AOD_MIN_GAIN,
+        ge=0,
+        description="least paired reward gain an accepted edit must show (null-calibrated)",
+    )
     edit_mode: Literal["agent", "noop-note", "noop-resample"] = Field(
         "agent", description="who writes edits (noop-*: do-nothing edits, to measure false acceptance)"
     )

@@ -81,7 +81,9 @@ def run(
                             "p_randomized": e.get("p_randomized"),
                             "accepted": e["accepted"],
                             # what the plain p-value (`swap-conservative`) would have kept
-                            "accepted_plain": e["p_value"] <= cfg.alpha and e["paired_difference"] > 0,
+                            "accepted_plain": e["p_value"] <= cfg.alpha
+                            and e["paired_difference"] > cfg.min_gain,
+                            "min_gain": cfg.min_gain,
                             "greater": e["greater"],
                         }
                         trials.append(row)

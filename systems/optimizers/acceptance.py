@@ -41,6 +41,17 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
+AOD_MIN_GAIN = 0.03
+"""AoD's default margin: an edit must also raise the paired batch reward by more than this.
+
+The swap test controls the exact null (the candidate prompt *is* the incumbent). A do-nothing note is
+not an exact null: it moves the DLM's records a little, so the test keeps it more often than alpha.
+Measured on the real loop (benchmarks/aod/false_acceptance.py, mdlm-9, calibration seeds 0-39, 160
+trials per mode): with no margin the null note was kept 0.119 of the time (CI 0.077-0.178). The
+paired difference D of the exact null has a standard deviation of 0.030 there, and the null note's D
+averages +0.002; 0.03 (one null standard deviation) is the margin, chosen on those seeds and validated
+on fresh ones (docs/systems-aod.md). A real gain this small is within one batch's noise anyway."""
+
 
 @dataclass(frozen=True)
 class SwapTest(Generic[T]):

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bench.types import JSON, RunContext, Sample, TaskSpec, Usage
-from systems.optimizers.acceptance import AcceptanceRule, SwapTest, paired_swap_test
+from systems.optimizers.acceptance import AOD_MIN_GAIN, AcceptanceRule, SwapTest, paired_swap_test
 from systems.optimizers.base import (
     Agent,
     Budget,
@@ -119,7 +119,7 @@ class AoDConfig:
     constrained: bool = True  # the optimizer's reply is decoded under reply_schema's grammar
     acceptance: Literal["swap", "swap-conservative", "greater"] = "swap"
     alpha: float = 0.1
-    min_gain: float = 0.0
+    min_gain: float = AOD_MIN_GAIN
     edit_mode: Literal["agent", "noop-note", "noop-resample"] = "agent"
     bounds: EditBounds = field(default_factory=EditBounds)
 
