@@ -1,0 +1,62 @@
+"""The summaries the AoD and steering benchmarks print: counts, Wilson intervals and headroom."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from scipy.optimize import brentq
+
+from benchmarks.aod.false_acceptance import summarize, wilson
+from benchmarks.diffusion.steering import _means
+
+
+def wilson_by_root(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson interval from its definition: the p with |k/n - p| = z sqrt(p (1 - p) / n)."""
+    phat = k / n
+    f = lambda p: (phat - p) ** 2 - z * z * p * (1 - p) / n  # noqa: E731
+    lo = 0.0 if k == 0 else brentq(f, 1e-12, phat - 1e-12)
+    hi = 1.0 if k == n else brentq(f, phat + 1e-12, 1 - 1e-12)
+    return lo, hi
+
+
+@pytest.mark.parametrize(("k", "n"), [(5, 160), (19, 160), (0, 40), (40, 40), (8, 160)])
+def test_wilson_matches_the_root_of_its_defining_equation(k: int, n: int) -> None:
+    assert wilson(k, n) == pytest.approx(wilson_by_root(k, n), abs=1e-9)
+
+
+def test_summary_counts_kept_edits_per_mode_with_the_margin_in_the_rows() -> None:
+    rows = [
+        {
+            "mode": "noop-note",
+            "seed": s,
+            "difference": d,
+            "p_value": p,
+            "accepted": a,
+            "greater": d > 0,
+            "accepted_plain": False,
+            "min_gain": 0.03,
+        }
+        for s, d, p, a in [
+            (0, 0.05, 0.0625, True),
+            (0, 0.01, 0.0625, False),
+            (1, 0.0, 1.0, False),
+            (1, -0.02, 0.9, False),
+        ]
+    ]
+    out = summarize({"noop-note": rows}, seeds=2)["noop-note"]
+    assert (out["trials"], out["seeds"], out["accepted"], out["greater"], out["ties"]) == (4, 2, 1, 2, 1)
+    assert out["rate"] == 0.25 and out["rate_ci95"] == pytest.approx(wilson_by_root(1, 4))
+    assert out["min_p"] == 0.0625
+    assert math.isnan(summarize({"x": []}, seeds=1)["x"]["rate"])
+
+
+def test_steering_means_report_the_headroom_the_plain_rate_leaves() -> None:
+    rows = [
+        {"with": 1.0, "without": 0.2, "parse_with": 1.0},
+        {"with": 0.6, "without": 0.6, "parse_with": 0.5},
+    ]
+    m = _means(rows)
+    assert m["lift"] == pytest.approx(((1.0 - 0.2) + 0.0) / 2)
+    assert m["headroom"] == pytest.approx(((1 - 0.2) + (1 - 0.6)) / 2)
+    assert m["lift"] <= m["headroom"]
