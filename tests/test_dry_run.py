@@ -123,3 +123,26 @@ def test_the_table1_plan_shows_each_system_only_the_roles_it_uses():
     assert roles["diffusion-lm"] == {"diffusion_lm"} and roles["difflm"] == {"difflm"}
     assert roles["aod"] == {"dlm", "optimizer", "judge", "embedder"}
     assert all(roles[f"ar-{m}"] == {"generator"} for m in ("llama31-8b", "gemma2-9b", "gpt41"))
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "suites").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_suite_loads_and_plans_on_its_own_profile(path: Path) -> None:
+    """A suite in suites/ that no longer loads (a renamed param, a removed preset) fails here, not in
+    a user's run."""
+    from bench.dry_run import build_plan
+    from bench.suite import load_suite
+
+    plan = build_plan(load_suite(path).suite)
+    assert plan.rows and {r.system for r in plan.rows if r.system != "(metrics)"}
+
+
+def test_the_sequential_aod_suite_gives_every_system_the_long_trained_threshold_dlm() -> None:
+    from bench.dry_run import build_plan
+    from bench.suite import load_suite
+
+    plan = build_plan(load_suite(ROOT / "suites" / "aod_sequential.yaml").suite)
+    dlm = {r.system: r for r in plan.rows if r.role == "dlm"}
+    assert set(dlm) == {"llada", "aod", "aod-norl"}
+    for row in dlm.values():
+        assert row.preset == "mdlm-1800-threshold" and row.backend == "mdlm"
+        assert "train_steps=1800" in row.settings and "threshold=0.9" in row.settings
