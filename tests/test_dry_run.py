@@ -142,7 +142,15 @@ def test_the_sequential_aod_suite_gives_every_system_the_long_trained_threshold_
 
     plan = build_plan(load_suite(ROOT / "suites" / "aod_sequential.yaml").suite)
     dlm = {r.system: r for r in plan.rows if r.role == "dlm"}
-    assert set(dlm) == {"llada", "aod", "aod-norl"}
+    assert set(dlm) == {
+        "llada",
+        "aod",
+        "aod-norl",
+        "aod-static",
+        "promptbreeder",
+        "evoprompt",
+        "evoprompt-de",
+    }
     for row in dlm.values():
         assert row.preset == "mdlm-1800-threshold" and row.backend == "mdlm"
         assert "train_steps=1800" in row.settings and "threshold=0.9" in row.settings
