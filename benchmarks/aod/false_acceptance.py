@@ -11,7 +11,7 @@ accepted by the plain rule "paired reward is higher" (what a test-free loop woul
 intervals. Everything else is the real thing: embedded DLM generator, SmolLM2 judge, MiniLM similarity.
 
 Usage: python -m benchmarks.aod.false_acceptance [--task multiwoz/train] [--seeds 10] [--budget 32]
-         [--judge-limit 1]
+         [--judge-limit 1] [--dlm-params '{"train_steps": 1800, "threshold": 0.9}']
          [--modes noop-resample,noop-note] [--jsonl OUT] [--cache-dir DIR]
 """
 
@@ -49,16 +49,21 @@ def run(
     cache_dir: Path,
     judge_limit: int = 1,
     seed_start: int = 0,
+    dlm_params: dict | None = None,
 ) -> dict:
     from bench.cache import CallCache
     from bench.context import BenchContext
-    from bench.profiles import resolve_profile
+    from bench.profiles import apply_overrides, resolve_profile
     from bench.tasks import load_task
     from systems.optimizers.aod import AoDConfig, AoDOptimizer
     from systems.optimizers.base import Budget, DiffusionPromptGenerator
 
     spec = load_task(task, n_references=64, n_holdout=32)
-    ctx = BenchContext(resolve_profile("embedded"), cache_dir, CallCache(cache_dir / "calls.sqlite"))
+    profile = resolve_profile("embedded")
+    if dlm_params:  # another embedded DLM (suites/aod_sequential.yaml's: train_steps 1800, threshold 0.9)
+        dlm = {"backend": "mdlm", "model": "embedded-mdlm", "per_task": True, "params": dlm_params}
+        profile = apply_overrides(profile, {"dlm": "false-acceptance-dlm"}, {"false-acceptance-dlm": dlm})
+    ctx = BenchContext(profile, cache_dir, CallCache(cache_dir / "calls.sqlite"))
     generator = DiffusionPromptGenerator({"k_shots": 0})
     trials_by_mode: dict[str, list[dict]] = {m: [] for m in modes}
     with out.open("a") as fh:
@@ -84,6 +89,7 @@ def run(
                             "accepted_plain": e["p_value"] <= cfg.alpha
                             and e["paired_difference"] > cfg.min_gain,
                             "min_gain": cfg.min_gain,
+                            "dlm_params": dlm_params or {},
                             "greater": e["greater"],
                         }
                         trials.append(row)
@@ -130,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         "--cache-dir", default=os.environ.get("BENCH_CACHE_DIR", str(Path.home() / ".cache" / "aod-bench"))
     )
     ap.add_argument("--summarize", default="", help="only summarize this saved JSONL")
+    ap.add_argument("--dlm-params", default="", help="MDLMParams JSON for the DLM (default: the catalog's)")
     a = ap.parse_args(argv)
     if a.summarize:
         rows = [json.loads(x) for x in Path(a.summarize).read_text().splitlines() if x.strip()]
@@ -148,6 +155,7 @@ def main(argv: list[str] | None = None) -> None:
         Path(a.cache_dir),
         a.judge_limit,
         a.seed_start,
+        json.loads(a.dlm_params) if a.dlm_params else None,
     )
     print(json.dumps(summary, indent=2))
 
