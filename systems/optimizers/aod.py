@@ -14,7 +14,8 @@ One round (the paper's outer loop, on the incumbent prompt):
    across fields; the references can supply consistent values);
 4. the candidate prompt is evaluated on the same fresh seed and sample indices, and assessed;
 5. the candidate replaces the incumbent only if a paired swap test says it is better beyond chance
-   (systems.optimizers.acceptance, randomized: a do-nothing edit is kept with probability alpha);
+   and the paired gain exceeds `min_gain` (systems.optimizers.acceptance: the randomized test keeps an
+   exact null with probability alpha; the margin, AOD_MIN_GAIN, refuses a do-nothing note's small gains);
 6. the policy takes a clipped REINFORCE step on the paired reward difference.
 
 A round costs two batches. A budget with an odd number of evaluations spends the last one on a final
