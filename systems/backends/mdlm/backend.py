@@ -35,6 +35,7 @@ from systems.backends.llada_sampler import (
     merge_knobs,
 )
 from systems.backends.mdlm.conditioning import EMBEDDER, LineEmbedder, line_batch, window_ids
+from systems.backends.mdlm.length import LengthFirst
 from systems.backends.mdlm.model import Conditioned, MaskedDiffusionTransformer, ModelConfig
 from systems.backends.mdlm.tokenizer import SPECIALS, BPETokenizer
 from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, prompt_ids, record_text, train_model
@@ -102,6 +103,11 @@ class MDLMParams(BaseModel):
     cfg_scale: float = Field(0.0, ge=0, description="Default classifier-free guidance scale (0 = off)")
     threshold: float | None = Field(None, gt=0, lt=1, description="Default Fast-dLLM commit threshold")
     prefix_cache: bool = Field(False, description="Default: reuse prefix keys/values within a block")
+    length_first: bool = Field(
+        False,
+        description="Draw each record's length from the model's EOS probabilities first (length.py); "
+        "a departure from LLaDA's sampler, off by default",
+    )
     gen_batch_size: int = Field(16, ge=1, description="Rows per sampler batch (transport only)")
     threads: int | None = Field(None, ge=1, description="torch threads for this backend (transport only)")
 
@@ -275,7 +281,9 @@ class EmbeddedMDLMBackend:
 
     # ------------------------------------------------------------------ TextBackend
     def identity(self) -> JSON:
+        extra = {"length_first": True} if self.params.length_first else {}  # old identities unchanged
         return {
+            **extra,
             "kind": self.kind,
             "code": CODE_VERSION,
             "data_fingerprint": self.data_hash,
@@ -379,7 +387,11 @@ class EmbeddedMDLMBackend:
             cfg,
             seeds,
             attention_mask=attn,
-            logits_hook=self._natural_hook(p),
+            logits_hook=(
+                LengthFirst(p, self.tok.eos_id, self.tok.mask_id, self._natural_allowed, seeds)
+                if self.params.length_first
+                else self._natural_hook(p)
+            ),
             cached_model=model if cfg.prefix_cache else None,
         )
         secs = (time.perf_counter() - t0) / b

@@ -1,0 +1,126 @@
+"""Length first (systems/backends/mdlm/length.py): the length draw and the hook that keeps EOS behind it."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from tiny_dlm import TINY_DLM
+
+torch = pytest.importorskip("torch")
+
+from bench.types import GenerationRequest, SamplingParams  # noqa: E402
+from systems.backends.mdlm import EmbeddedMDLMBackend  # noqa: E402
+from systems.backends.mdlm.length import LengthFirst, end_position  # noqa: E402
+
+os.environ.setdefault("BENCH_DATA_DIR", "/work/shared/datasets")
+needs_data = pytest.mark.skipif(
+    not Path(os.environ["BENCH_DATA_DIR"]).exists(), reason="BENCH_DATA_DIR absent"
+)
+
+
+def first_reaching(p: list[float], u: float) -> int:
+    """Independent: walk left to right keeping the running maximum."""
+    best = -1.0
+    for i, x in enumerate(p):
+        best = max(best, x)
+        if best >= u:
+            return i
+    return len(p)
+
+
+def test_end_position_is_the_first_index_whose_running_max_reaches_u() -> None:
+    rng = random.Random(3)
+    for _ in range(300):
+        p = [rng.random() ** 3 for _ in range(rng.randint(1, 40))]
+        u = rng.random()
+        assert end_position(torch.tensor(p, dtype=torch.float64), u) == first_reaching(p, u)
+    assert end_position(torch.tensor([0.1, 0.2]), 0.9) == 2  # never reached: the whole window
+
+
+def test_the_hook_draws_the_length_once_and_keeps_eos_behind_it() -> None:
+    V, eos, mask, P, R = 12, 3, 4, 5, 20
+    allowed = torch.ones(V, dtype=torch.bool)
+    allowed[mask] = False
+    hook = LengthFirst(P, eos, mask, allowed, seeds=[11, 12])
+    x = torch.full((2, P + R), mask)
+    x[:, :P] = 7
+    logits = torch.randn((2, P + R, V), generator=torch.Generator().manual_seed(0))
+    expect = []
+    for j in range(2):
+        p_eos = torch.softmax(logits[j, P:].double(), dim=-1)[:, eos].tolist()
+        expect.append(first_reaching(p_eos, hook.u[j]))
+    out = hook(logits.clone(), x)
+    assert hook.lengths == expect
+    for j, n in enumerate(expect):
+        assert bool(torch.isinf(out[j, P : P + n, eos]).all())  # no EOS before the drawn length
+        tail = out[j, P + n :]
+        assert bool((tail.argmax(-1) == eos).all()) and bool(torch.isinf(tail[:, :eos]).all())
+        assert bool(torch.isinf(out[j, P:, mask]).all())  # the backend's rule still applies
+    # a later pass (some positions committed) keeps the drawn lengths
+    x[:, P] = 8
+    hook(torch.randn((2, P + R, V)), x)
+    assert hook.lengths == expect
+
+
+@needs_data
+def test_length_first_generation_stops_exactly_at_the_drawn_length(tmp_path: Path) -> None:
+    from bench.tasks import load_task
+
+    spec = load_task("multiwoz/train", n_references=None, n_holdout=None)
+    env = SimpleNamespace(cache_dir=tmp_path, task=spec, seed=0)
+    be = EmbeddedMDLMBackend.from_spec({"params": TINY_DLM | {"vocab_size": 400, "length_first": True}}, env)
+    assert be.identity()["length_first"] is True
+    plain = EmbeddedMDLMBackend.from_spec({"params": TINY_DLM | {"vocab_size": 400}}, env)
+    assert "length_first" not in plain.identity()  # the cached model is shared: only decoding differs
+    params = SamplingParams(temperature=0.5, extra=(("steps", 6),))
+    reqs = [GenerationRequest.chat("Fields: day", params, 0, i) for i in range(6)]
+    seen = []
+    orig = LengthFirst.__call__
+
+    def spy(self, logits, x):  # noqa: ANN001, ANN202
+        seen.append(self)
+        return orig(self, logits, x)
+
+    LengthFirst.__call__ = spy
+    try:
+        comps = be.generate(reqs)
+    finally:
+        LengthFirst.__call__ = orig
+    lengths = seen[0].lengths
+    assert all(n is not None for n in lengths)
+    for c, n in zip(comps, lengths, strict=True):
+        assert c.tokens_out == n  # the first EOS is the drawn length
+        assert c.finish_reason == ("stop" if n < be.response_length else "length")
+    assert [c.text for c in be.generate(reqs)] == [c.text for c in comps]  # seeded
+
+
+@needs_data
+def test_competence_benchmark_counts_parse_and_validity_like_an_independent_recount(tmp_path: Path) -> None:
+    import json
+
+    import jsonschema
+
+    from bench.tasks import load_task
+    from benchmarks.diffusion.competence import measure
+    from benchmarks.diffusion.steering import _OneBackend
+
+    spec = load_task("multiwoz/train", n_references=32, n_holdout=32)
+    env = SimpleNamespace(cache_dir=tmp_path, task=spec, seed=0)
+    be = EmbeddedMDLMBackend.from_spec({"params": TINY_DLM | {"vocab_size": 400, "train_steps": 60}}, env)
+    r = measure(spec, _OneBackend(be, tmp_path), {}, 6, 2, window_chars=1000.0)
+    recs = []
+    for t in r["texts"]:
+        try:
+            recs.append(json.loads(t.strip()))
+        except json.JSONDecodeError:
+            recs.append(None)
+    objects = [x for x in recs if isinstance(x, dict)]
+    assert len(r["texts"]) == 12
+    assert r["parse_rate"] == len(objects) / 12
+    valid = sum(1 for x in objects if not list(jsonschema.Draft202012Validator(spec.schema).iter_errors(x)))
+    assert r["schema_valid"] == valid / 12
+    assert r["ended_in_first_quarter"] == sum(len(t) < 250 for t in r["texts"]) / 12
