@@ -45,7 +45,12 @@ def test_the_hook_draws_the_length_once_and_keeps_eos_behind_it() -> None:
     V, eos, mask, P, R = 12, 3, 4, 5, 20
     allowed = torch.ones(V, dtype=torch.bool)
     allowed[mask] = False
-    hook = LengthFirst(P, eos, mask, allowed, seeds=[11, 12])
+
+    def natural(logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:  # the backend's rule
+        logits[:, P:, ~allowed] = -torch.inf
+        return logits
+
+    hook = LengthFirst(P, eos, mask, natural, seeds=[11, 12])
     x = torch.full((2, P + R), mask)
     x[:, :P] = 7
     logits = torch.randn((2, P + R, V), generator=torch.Generator().manual_seed(0))

@@ -65,8 +65,9 @@ def measure(spec: Any, ctx: Any, system: dict, n: int, seeds: int, window_chars:
 
 
 def eos_trace(be: Any, spec: Any, ctx: Any, system: dict, n: int) -> list[dict]:
-    """Per denoising step (seed 0, `n` records, plain decoding): mean EOS and content tokens committed
-    before the step and the mean leftmost EOS position; a logits hook records the canvas at every pass."""
+    """Per denoising step (seed 0, `n` records): mean EOS and content tokens committed before the step
+    and the mean leftmost EOS position. The backend's natural hook is wrapped to record the canvas at
+    every pass; `length_first` decoding runs through that hook too (length.LengthFirst wraps it)."""
     import torch
 
     eos, mask = be.tok.eos_id, be.tok.mask_id

@@ -388,7 +388,7 @@ class EmbeddedMDLMBackend:
             seeds,
             attention_mask=attn,
             logits_hook=(
-                LengthFirst(p, self.tok.eos_id, self.tok.mask_id, self._natural_allowed, seeds)
+                LengthFirst(p, self.tok.eos_id, self.tok.mask_id, self._natural_hook(p), seeds)
                 if self.params.length_first
                 else self._natural_hook(p)
             ),

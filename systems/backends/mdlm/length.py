@@ -19,9 +19,11 @@ from LLaDA's sampler (`MDLMParams.length_first`); the sampler itself is unchange
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
+
+LogitsHook = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def end_position(p_eos: torch.Tensor, u: float) -> int:
@@ -33,18 +35,19 @@ def end_position(p_eos: torch.Tensor, u: float) -> int:
 class LengthFirst:
     """A logits hook for `llada_sampler.denoise`: per row, draw the length once, then keep EOS behind it.
 
-    `allowed` (V,) bool are the token ids natural generation may use at all (the backend's rule)."""
+    `inner` is the backend's own hook (the token ids natural generation may use at all); it runs first,
+    so the length is drawn from the distribution the sampler would otherwise see."""
 
     def __init__(
-        self, prompt_len: int, eos_id: int, mask_id: int, allowed: torch.Tensor, seeds: Sequence[int]
+        self, prompt_len: int, eos_id: int, mask_id: int, inner: LogitsHook, seeds: Sequence[int]
     ) -> None:
-        self.prompt_len, self.eos_id, self.mask_id, self.allowed = prompt_len, eos_id, mask_id, allowed
+        self.prompt_len, self.eos_id, self.mask_id, self.inner = prompt_len, eos_id, mask_id, inner
         self.u = [float(torch.rand((), generator=torch.Generator().manual_seed(int(s)))) for s in seeds]
         self.lengths: list[int | None] = [None] * len(seeds)
 
     def __call__(self, logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         p = self.prompt_len
-        logits[:, p:, ~self.allowed] = -torch.inf
+        logits = self.inner(logits, x)
         resp = x[:, p:]
         for j in range(x.shape[0]):
             if self.lengths[j] is None and bool((resp[j] == self.mask_id).all()):
