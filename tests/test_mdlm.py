@@ -95,12 +95,52 @@ def test_prefix_cache_reproduces_the_full_pass_for_the_suffix() -> None:
     assert torch.allclose(full[:, 5:], suffix, atol=1e-5)
 
 
-def test_prefix_cache_and_line_inputs_agree_with_the_full_pass() -> None:
-    """With line slots (and window vectors), the cached suffix pass still equals the full pass."""
+def test_rope_is_a_complex_rotation_and_scores_depend_on_offsets_only() -> None:
+    """`rotate` against an independent complex-number computation (Su et al. 2021, eq. 12-13): pair
+    (x_2i, x_2i+1) is the complex number x_2i + i x_2i+1 times exp(i p theta_i), theta_i = 10000^(-2i/d);
+    so a query at p and a key at r score the same as at p + s and r + s."""
+    from systems.backends.mdlm.model import rotate, rotation
+
+    torch.manual_seed(3)
+    d = 8
+    t = torch.randn(1, 2, 5, d)
+    pos = torch.tensor([0, 1, 4, 9, 30])
+    theta = torch.tensor([10000 ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64)
+    z = torch.complex(t[..., 0::2].double(), t[..., 1::2].double())
+    ref = z * torch.exp(1j * pos.double()[:, None] * theta[None, :])
+    ours = rotate(t, rotation(pos, d))
+    assert torch.allclose(ours[..., 0::2].double(), ref.real, atol=1e-5)
+    assert torch.allclose(ours[..., 1::2].double(), ref.imag, atol=1e-5)
+    q, k = torch.randn(1, 1, 1, d), torch.randn(1, 1, 1, d)
+
+    def score(p: int, r: int) -> float:
+        return float(
+            (rotate(q, rotation(torch.tensor([p]), d)) * rotate(k, rotation(torch.tensor([r]), d))).sum()
+        )
+
+    assert score(3, 7) == pytest.approx(score(20, 24), abs=1e-4)
+    assert score(3, 7) != pytest.approx(score(3, 8), abs=1e-3)
+
+
+def test_rope_enters_the_cache_key_only_when_on() -> None:
+    """Models trained before the `rope` knob keep their cache keys; a RoPE model gets its own."""
+    from systems.backends.mdlm.backend import train_key
+    from systems.backends.mdlm.train import TrainConfig
+
+    assert "rope" not in train_key(TrainConfig())
+    assert train_key(TrainConfig(rope=True))["rope"] is True
+
+
+@pytest.mark.parametrize("rope", [False, True])
+def test_prefix_cache_and_line_inputs_agree_with_the_full_pass(rope: bool) -> None:
+    """With line slots (and window vectors), the cached suffix pass still equals the full pass; with
+    RoPE the cache holds rotated keys and the suffix is rotated at its own positions."""
     from systems.backends.mdlm.model import Conditioned
 
     torch.manual_seed(1)
-    cfg = ModelConfig(vocab_size=50, max_len=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, prompt_width=6)
+    cfg = ModelConfig(
+        vocab_size=50, max_len=16, d_model=16, n_layers=2, n_heads=2, d_ff=32, prompt_width=6, rope=rope
+    )
     m = MaskedDiffusionTransformer(ModelConfig(**{**cfg.to_json(), "line_slots": 3, "line_dim": 8})).eval()
     x = torch.randint(5, 50, (2, 12))
     am = torch.ones_like(x, dtype=torch.bool)

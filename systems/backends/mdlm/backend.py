@@ -57,6 +57,7 @@ class MDLMParams(BaseModel):
     n_layers: int = Field(3, ge=1, description="Transformer layers")
     n_heads: int = Field(4, ge=1, description="Attention heads")
     d_ff: int = Field(384, ge=16, description="Feed-forward width")
+    rope: bool = Field(False, description="Rotary position embeddings in attention (as LLaDA)")
     max_prompt_tokens: int = Field(
         64,
         ge=4,
@@ -118,6 +119,7 @@ class MDLMParams(BaseModel):
             n_layers=self.n_layers,
             n_heads=self.n_heads,
             d_ff=self.d_ff,
+            rope=self.rope,
             max_prompt_tokens=self.max_prompt_tokens,
             max_response_tokens=self.max_response_tokens,
             max_slot_tokens=self.max_slot_tokens,
@@ -141,8 +143,10 @@ class MDLMParams(BaseModel):
 
 
 def train_key(cfg: TrainConfig) -> JSON:
-    """The training config as it enters cache keys (thread count changes speed, not weights)."""
-    return {k: v for k, v in asdict(cfg).items() if k != "threads"}
+    """The training config as it enters cache keys (thread count changes speed, not weights).
+
+    `rope` enters only when on, so the keys of models trained before the knob existed stay valid."""
+    return {k: v for k, v in asdict(cfg).items() if k != "threads" and not (k == "rope" and not v)}
 
 
 def data_fingerprint(spec: TaskSpec) -> str:

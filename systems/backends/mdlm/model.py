@@ -35,9 +35,29 @@ class ModelConfig:
     line_slots: int = 0
     """Extra positions holding one sentence vector per prompt line (conditioning.py); 0 = none."""
     line_dim: int = 384
+    rope: bool = False
+    """Rotary position embeddings on queries and keys (as LLaDA), on top of the learned absolute ones."""
 
     def to_json(self) -> dict[str, int | float]:
         return asdict(self)
+
+
+Rotation = tuple[torch.Tensor, torch.Tensor]
+"""(cos, sin), each (n, head_dim / 2): the rotary angles of n positions."""
+
+
+def rotation(pos: torch.Tensor, head_dim: int, base: float = 10000.0) -> Rotation:
+    """RoPE angles (Su et al. 2021) of integer positions `pos` (n,) for heads of `head_dim` dims."""
+    inv = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    ang = pos.float()[:, None] * inv[None, :]
+    return ang.cos(), ang.sin()
+
+
+def rotate(t: torch.Tensor, rot: Rotation) -> torch.Tensor:
+    """Apply RoPE to t (b, heads, n, head_dim): each (even, odd) pair turned by its position's angle."""
+    cos, sin = rot
+    a, b = t[..., 0::2], t[..., 1::2]
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
 
 
 class Block(nn.Module):
@@ -61,10 +81,14 @@ class Block(nn.Module):
         h: torch.Tensor,
         key_mask: torch.Tensor | None,
         past: tuple[torch.Tensor, torch.Tensor] | None = None,
+        rot: Rotation | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """h: (b, n, d). key_mask: (b, n_keys) True = attend, n_keys includes `past`. Returns (h, (k, v))."""
+        """h: (b, n, d). key_mask: (b, n_keys) True = attend, n_keys includes `past`. `rot`: RoPE angles
+        of h's n positions (None: no rotation). Returns (h, (k, v)), k rotated, for a prefix cache."""
         q, k, v = self.qkv(self.ln1(h)).chunk(3, dim=-1)
         q, k, v = self._heads(q), self._heads(k), self._heads(v)
+        if rot is not None:
+            q, k = rotate(q, rot), rotate(k, rot)
         kv = (k, v)
         if past is not None:
             k = torch.cat([past[0], k], dim=2)
@@ -112,6 +136,14 @@ class MaskedDiffusionTransformer(nn.Module):
         if length > self.cfg.max_len:
             raise ValueError(f"sequence of {length} tokens exceeds max_len {self.cfg.max_len}")
         return torch.arange(length).unsqueeze(0)
+
+    def _rot(self, first: int, count: int, slots: int = 0) -> Rotation | None:
+        """RoPE angles of `slots` line slots (angle 0: they have no position) and then of token positions
+        first..first+count-1; None without `rope`."""
+        if not self.cfg.rope:
+            return None
+        pos = torch.cat([torch.zeros(slots, dtype=torch.long), torch.arange(first, first + count)])
+        return rotation(pos, self.cfg.d_model // self.cfg.n_heads)
 
     def _embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return self.tok(x) + self.pos(pos)
@@ -180,8 +212,9 @@ class MaskedDiffusionTransformer(nn.Module):
         """Final hidden states of the token positions (b, L, d), conditioned on `lines` (see `Lines`)."""
         h = self._embed(x, self._positions(x.shape[1], attention_mask))
         h, am, k = self._with_lines(h, attention_mask, lines)
+        rot = self._rot(0, x.shape[1], k)
         for blk in self.blocks:
-            h, _ = blk(h, am)
+            h, _ = blk(h, am, rot=rot)
         return h[:, k:]
 
     def head(
@@ -244,8 +277,9 @@ class MaskedDiffusionTransformer(nn.Module):
         h = self._embed(x, self._positions(x.shape[1], attention_mask))
         h, am, nl = self._with_lines(h, attention_mask, lines)
         cache = []
+        rot = self._rot(0, x.shape[1], nl)
         for blk in self.blocks:
-            h, (k, v) = blk(h, am)
+            h, (k, v) = blk(h, am, rot=rot)
             cache.append((k[:, :, : nl + prefix_length], v[:, :, : nl + prefix_length]))
         h = h[:, nl:]
         prompt = self._prompt_of(x, h, attention_mask)
@@ -269,8 +303,9 @@ class MaskedDiffusionTransformer(nn.Module):
             if am is None:
                 am = torch.ones((x_suffix.shape[0], total), dtype=torch.bool)
             am = torch.cat([line_mask, am], dim=1)
+        rot = self._rot(prefix_length, x_suffix.shape[1])
         for blk, past in zip(self.blocks, layers, strict=True):
-            h, _ = blk(h, am, past=past)
+            h, _ = blk(h, am, past=past, rot=rot)
         return self._head(h, prompt)
 
 

@@ -54,6 +54,8 @@ class TrainConfig:
     n_layers: int = 3
     n_heads: int = 4
     d_ff: int = 384
+    rope: bool = False
+    """Rotary position embeddings in attention (model.ModelConfig.rope)."""
     max_prompt_tokens: int = 64
     max_response_tokens: int = 256
     max_slot_tokens: int = 24
@@ -430,6 +432,7 @@ def _train(
         n_layers=cfg.n_layers,
         n_heads=cfg.n_heads,
         d_ff=cfg.d_ff,
+        rope=cfg.rope,
     )
     model = MaskedDiffusionTransformer(mcfg)
     if cfg.copy_head:
