@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
@@ -51,6 +52,16 @@ def rotation(pos: torch.Tensor, head_dim: int, base: float = 10000.0) -> Rotatio
     inv = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
     ang = pos.float()[:, None] * inv[None, :]
     return ang.cos(), ang.sin()
+
+
+@lru_cache(maxsize=32)
+def _span_rotation(first: int, count: int, slots: int, head_dim: int) -> Rotation:
+    """`rotation` of `slots` line slots (angle 0: they have no position), then of positions
+    first..first+count-1. Memoised: every training step and sampler pass asks for the same few spans
+    (built outside inference mode, so a span first asked for while sampling can serve training)."""
+    with torch.inference_mode(False):
+        pos = torch.cat([torch.zeros(slots, dtype=torch.long), torch.arange(first, first + count)])
+        return rotation(pos, head_dim)
 
 
 def rotate(t: torch.Tensor, rot: Rotation) -> torch.Tensor:
@@ -138,12 +149,11 @@ class MaskedDiffusionTransformer(nn.Module):
         return torch.arange(length).unsqueeze(0)
 
     def _rot(self, first: int, count: int, slots: int = 0) -> Rotation | None:
-        """RoPE angles of `slots` line slots (angle 0: they have no position) and then of token positions
-        first..first+count-1; None without `rope`."""
+        """RoPE angles of `slots` line slots and then of token positions first..first+count-1; None
+        without `rope`."""
         if not self.cfg.rope:
             return None
-        pos = torch.cat([torch.zeros(slots, dtype=torch.long), torch.arange(first, first + count)])
-        return rotation(pos, self.cfg.d_model // self.cfg.n_heads)
+        return _span_rotation(first, count, slots, self.cfg.d_model // self.cfg.n_heads)
 
     def _embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return self.tok(x) + self.pos(pos)
