@@ -1,6 +1,7 @@
-"""Diffusion systems: `llada` (direct generation) and `llada-skeleton` (schema-skeleton infilling, ours).
+"""Diffusion systems: `llada` (direct generation), `llada-grammar` (the same, decoded under the schema's
+token automaton; ours) and `llada-skeleton` (schema-skeleton infilling, ours).
 
-Both take their diffusion LM from the profile's `dlm` role (embedded: the locally trained masked-diffusion
+All three take their diffusion LM from the profile's `dlm` role (embedded: the locally trained masked-diffusion
 LM; paper: LLaDA-8B-Instruct) and sample with LLaDA's algorithm. `llada` asks for a whole record from a
 natural-language prompt (instruction, few-shot references, field list, optional `field: value` hints),
 rendered by `systems.skeleton_prompt.render_prompt` so prompt optimizers (AoD) can edit it and call
@@ -36,7 +37,8 @@ from systems.skeleton_prompt import DiffusionPrompt, default_parts, render_promp
 from systems.tool_prompt import is_tool_item, item_prompt
 
 __all__ = [
-    "DiffusionPrompt", "LLaDAParams", "LLaDASkeletonParams", "LLaDASkeletonSystem", "LLaDASystem", "render_prompt",
+    "DiffusionPrompt", "LLaDAGrammarSystem", "LLaDAParams", "LLaDASkeletonParams", "LLaDASkeletonSystem",
+    "LLaDASystem", "render_prompt",
 ]  # fmt: skip
 
 
@@ -93,6 +95,11 @@ class LLaDAParams(AgentLoopParams):
     cfg_scale: float | None = Field(None, ge=0, description="classifier-free guidance scale (0 = off)")
     threshold: float | None = Field(None, gt=0, lt=1, description="Fast-dLLM confidence-threshold commit")
     prefix_cache: bool | None = Field(None, description="Fast-dLLM block-wise prefix cache")
+    grammar: bool = Field(
+        False,
+        description="decode under the task schema's token automaton (DINGO-style Viterbi x0; "
+        "systems/backends/schema_dfa.py); the backend must take json_schema requests",
+    )
     batch_size: int = Field(16, ge=1, description="requests per backend call (transport only)")
 
     def knobs(self, skeleton: bool = False) -> dict[str, Any]:
@@ -146,6 +153,42 @@ class LLaDASystem:
             return self.agent_loop(spec, n, seed, ctx)
         return self.generate_from_prompts(spec, self.prompts(spec, n, seed), seed, ctx)
 
+    def refused_schemas(self, spec: TaskSpec, n: int) -> dict[int, str]:
+        """With `grammar`, the samples whose schema the automaton cannot be built for, and why.
+
+        A task's own schema that does not compile is a user error, raised before any generation; on a
+        per-item task (JSONSchemaBench) a refused item is a scored sample with no text, as `ar-grammar`
+        treats its refusals, and the rest of the cell goes on."""
+        if not self.params.grammar:
+            return {}
+        from systems.backends.schema_dfa import schema_regex
+
+        if not spec.items:
+            schema_regex(spec.schema)  # raises BenchError naming the problem
+            return {}
+        why: dict[str, str | None] = {}
+        out: dict[int, str] = {}
+        for i in range(n):
+            schema = spec.for_sample(i).schema
+            key = json.dumps(schema)
+            if key not in why:
+                try:
+                    schema_regex(schema)
+                    why[key] = None
+                except BenchError as exc:
+                    why[key] = str(exc)
+            if why[key] is not None:
+                out[i] = str(why[key])
+        return out
+
+    def constrained(self, sp: SamplingParams, spec: TaskSpec, index: int) -> SamplingParams:
+        """`sp` with the schema sample `index` answers when `grammar` is on (its item's, per-item tasks)."""
+        if not self.params.grammar:
+            return sp
+        from dataclasses import replace
+
+        return replace(sp, json_schema=spec.for_sample(index).schema)
+
     def agent_loop(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
         """One episode per sample (systems/agent_loop.py) with `DLMPolicy` (systems/agent_steps.py)."""
         from systems.agent_steps import DLMPolicy, step_task
@@ -178,9 +221,17 @@ class LLaDASystem:
             temperature=temperature if temperature is not None else _backend_temperature(backend),
             extra=tuple(sorted(knobs.items())),
         )
-        requests = [GenerationRequest.chat(p, sp, seed, i) for i, p in enumerate(prompts)]
+        refused = self.refused_schemas(spec, len(prompts))
+        requests = [
+            GenerationRequest.chat(p, self.constrained(sp, spec, i), seed, i)
+            for i, p in enumerate(prompts)
+            if i not in refused
+        ]
         usage = Usage()
-        samples: list[Sample] = []
+        samples: list[Sample] = [
+            Sample(i, "", "refused", None, None, {"item_id": spec.for_sample(i).meta.get("item_id"), "grammar_refused": why})
+            for i, why in refused.items()
+        ]  # fmt: skip
         t0 = time.perf_counter()
         bs = self.params.batch_size
         for start in range(0, len(requests), bs):
@@ -210,17 +261,34 @@ class LLaDASystem:
                 samples.append(Sample(r.sample_index, c.text, c.finish_reason, c.error, status, meta))
                 usage.add_call(c.tokens_in, c.tokens_out, c.cached, c.nfe, c.cost_usd)
         usage.seconds = time.perf_counter() - t0
+        samples.sort(key=lambda x: x.index)
         trace = [
             {
                 "event": "llada_generate",
                 "backend": backend.identity().get("kind"),
                 "knobs": dict(sp.extra) | {"temperature": sp.temperature},
+                "grammar": self.params.grammar,
+                "grammar_refused": len(refused),
                 "prompt_0": prompts[0] if prompts else "",
                 "n": len(prompts),
                 "nfe": usage.nfe,
             }
         ]
         return GenerationResult(samples=samples, trace=trace, usage=usage)
+
+
+class LLaDAGrammarSystem(LLaDASystem):
+    """`llada-grammar` (ours): `llada` decoding under the task schema's token automaton.
+
+    The DINGO-style constraint (Suresh et al. 2025; systems/backends/schema_dfa.py) picks each step's x0
+    as the best canvas the schema's regular language accepts, so every record parses and validates
+    whatever the model; what the DLM still decides is the content, list lengths and string lengths. The
+    same prompt, sampler and budget as `llada`, so the pair isolates what the constraint adds."""
+
+    name = "llada-grammar"
+
+    def __init__(self, params: dict | None = None) -> None:
+        super().__init__({"grammar": True, **(params or {})})
 
 
 def pool_hints(pools: Mapping[str, Sequence[str]], seed: int, index: int) -> list[tuple[str, str]]:
@@ -298,6 +366,11 @@ class LLaDASkeletonSystem(LLaDASystem):
 
     def __init__(self, params: dict | None = None) -> None:
         self.params = validate_params(LLaDASkeletonParams, {"k_shots": 0, **(params or {})}, self.name)
+        if self.params.grammar:
+            raise BenchError(
+                "llada-skeleton: `grammar` does not apply (the skeleton already fixes the structure); "
+                "use llada-grammar for decoding under the schema's token automaton"
+            )
 
     def generate(self, spec: TaskSpec, n: int, seed: int, ctx: RunContext) -> GenerationResult:
         if is_multi_turn(spec):

@@ -17,6 +17,11 @@ SYSTEMS.register(
     summary="frozen masked-diffusion LM, LLaDA sampling, natural-language prompt",
 )
 SYSTEMS.register(
+    "llada-grammar",
+    "systems.llada:LLaDAGrammarSystem",
+    summary="ours: llada decoding under the schema's token automaton (DINGO-style Viterbi x0)",
+)
+SYSTEMS.register(
     "llada-skeleton",
     "systems.llada:LLaDASkeletonSystem",
     summary="ours: the DLM fills only the value slots of the schema's JSON skeleton",

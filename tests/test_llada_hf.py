@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from bench.errors import BackendUnavailable  # noqa: E402
+from bench.errors import BackendUnavailable, BenchError  # noqa: E402
 from bench.types import GenerationRequest, SamplingParams, TaskSpec  # noqa: E402
 from systems.backends.llada_hf import LLaDAHFBackend, LLaDAHFParams  # noqa: E402
 from systems.llada import LLaDASkeletonSystem  # noqa: E402
@@ -174,6 +174,49 @@ def test_skeleton_constraints_make_even_a_random_model_schema_valid(tiny_dir: Pa
         rec = json.loads(x.text)
         jsonschema.validate(rec, s.schema)
     assert res.usage.nfe > 0 and res.usage.generator_calls == 6
+
+
+def test_grammar_makes_even_a_random_model_write_whole_valid_records(tiny_dir: Path) -> None:
+    """`llada` with `grammar`: the schema's token automaton picks x0 (systems/backends/schema_dfa.py), so
+    the record's structure, key order and enum come from the schema, in blocks of 8 over 48 positions."""
+    import jsonschema
+
+    from systems.llada import LLaDASystem
+
+    be = backend(tiny_dir, gen_length=48)
+    s = spec()
+    res = LLaDASystem({"grammar": True, "temperature": 1.0}).generate(s, 6, 0, OneBackend(be, tiny_dir))
+    for x in res.samples:
+        rec = json.loads(x.text)
+        jsonschema.validate(rec, s.schema)
+        assert list(rec) == ["day", "price", "city"]
+    plain = LLaDASystem({"temperature": 1.0}).generate(s, 6, 0, OneBackend(be, tiny_dir))
+    assert [x.text for x in plain.samples] != [x.text for x in res.samples]
+
+
+def test_grammar_on_per_item_tasks_scores_a_refused_schema_and_goes_on(tiny_dir: Path) -> None:
+    """JSONSchemaBench-style items: each sample decodes under its own item's schema; an item whose schema
+    the automaton cannot be built for is a scored sample with no text that says why."""
+    from dataclasses import replace
+
+    from bench.types import TaskItem
+    from systems.llada import LLaDASystem
+
+    be = backend(tiny_dir, gen_length=48)
+    base = spec()
+    odd = {"type": "object", "properties": {"x": {"type": "no-such-type"}}}
+    items = (TaskItem("good", base.schema, "Generate a train."), TaskItem("odd", odd, "Generate a thing."))
+    s = replace(base, items=items)
+    res = LLaDASystem({"grammar": True}).generate(s, 4, 0, OneBackend(be, tiny_dir))
+    assert [x.index for x in res.samples] == [0, 1, 2, 3]
+    for x in res.samples[0::2]:
+        assert x.meta["item_id"] == "good" and list(json.loads(x.text)) == ["day", "price", "city"]
+    for x in res.samples[1::2]:
+        assert x.text == "" and x.finish_reason == "refused" and x.meta["item_id"] == "odd"
+        assert "cannot compile the schema" in x.meta["grammar_refused"]
+    assert res.trace[0]["grammar_refused"] == 2
+    with pytest.raises(BenchError, match="cannot compile the schema"):  # a task's own schema: fails early
+        LLaDASystem({"grammar": True}).generate(replace(base, schema=odd), 2, 0, OneBackend(be, tiny_dir))
 
 
 def test_likelihood_bound_is_finite_and_positive(tiny_dir: Path) -> None:

@@ -41,6 +41,28 @@ def test_end_position_is_the_first_index_whose_running_max_reaches_u() -> None:
     assert end_position(torch.tensor([0.1, 0.2]), 0.9) == 2  # never reached: the whole window
 
 
+def test_a_minimum_length_conditions_the_draw_on_long_enough_records() -> None:
+    """With min_length m, P(L = i) must be P(i) / P(L >= m) for i >= m, P the unconditioned length law
+    (the increments of the running maximum); checked on a fine grid of u against that formula."""
+    rng = random.Random(5)
+    for _ in range(20):
+        p = [rng.random() ** 4 for _ in range(rng.randint(4, 20))]
+        m = rng.randint(1, len(p) - 1)
+        f = [max(p[: i + 1]) for i in range(len(p))]
+        mass = {i: f[i] - (f[i - 1] if i else 0.0) for i in range(len(p))}
+        mass[len(p)] = 1.0 - f[-1]
+        keep = 1.0 - f[m - 1]
+        grid = 20000
+        drawn: dict[int, int] = {}
+        for k in range(grid):
+            length = end_position(torch.tensor(p, dtype=torch.float64), (k + 0.5) / grid, min_length=m)
+            assert length >= m
+            drawn[length] = drawn.get(length, 0) + 1
+        for i in range(m, len(p) + 1):
+            assert drawn.get(i, 0) / grid == pytest.approx(mass[i] / keep, abs=2e-3)
+    assert end_position(torch.tensor([0.9, 0.9, 0.9]), 0.1, min_length=5) == 3  # longer than the window
+
+
 def test_the_hook_draws_the_length_once_and_keeps_eos_behind_it() -> None:
     V, eos, mask, P, R = 12, 3, 4, 5, 20
     allowed = torch.ones(V, dtype=torch.bool)

@@ -1,13 +1,14 @@
 """Is plain `llada` competent on a family? Parse rate and schema validity of the embedded DLM's records.
 
-    python -m benchmarks.diffusion.competence --task truthfulqa [--n-references 32] [--seeds 3] [--n 16]
+    python -m benchmarks.diffusion.competence --task truthfulqa [--n-references 32] [--n-holdout 32] [--seeds 3] [--n 16]
         [--params '{"train_steps": 1800, "threads": 2}'] [--systems '[{}, {"threshold": 0.9}]']
         [--json out.json]
 
 Trains (or loads from $BENCH_CACHE_DIR) the embedded DLM on the task's references with the given
 MDLMParams, then for each `llada` params dict in `--systems` generates `--n` records for each of seeds
 0..S-1 and reports parse_rate (`metrics.extract`) and schema_valid (jsonschema, the task's schema), the
-mean record length in characters against the references' median, and where the first EOS fell: the
+mean record length in characters against the references' median, the share of distinct texts, the
+generation seconds, and where the first EOS fell: the
 share of records that end within the first quarter of the response window (the EOS cascade of
 systems/backends/mdlm/length.py); `--trace` prints, per denoising step, the EOS and content tokens
 committed and the leftmost EOS. The issue's bar is parse_rate >= 0.9 and schema_valid >= 0.8.
@@ -58,6 +59,7 @@ def measure(spec: Any, ctx: Any, system: dict, n: int, seeds: int, window_chars:
         "schema_valid": valid / k,
         "mean_chars": statistics.fmean(lengths),
         "ended_in_first_quarter": short / k,
+        "distinct": len(set(texts)) / k,
         "seconds": round(time.perf_counter() - t0, 1),
         "failed_examples": examples,
         "texts": texts,
@@ -109,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--task", default="truthfulqa")
     ap.add_argument("--n-references", type=int, default=32, help="Table 1's size; 0 = all")
+    ap.add_argument("--n-holdout", type=int, default=32, help="records kept out of training")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--params", default="{}", help="MDLMParams JSON (default: the catalog defaults)")
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--trace", action="store_true", help="also print the EOS trace of the first system")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
-    spec = load_task(a.task, n_references=a.n_references or None, n_holdout=32)
+    spec = load_task(a.task, n_references=a.n_references or None, n_holdout=a.n_holdout)
     cache = default_cache_dir()
     t0 = time.perf_counter()
     be = EmbeddedMDLMBackend.from_spec(
@@ -136,8 +139,8 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     ctx = _OneBackend(be, cache)
-    print("| llada params | parse_rate | schema_valid | mean chars | ended in first quarter |")
-    print("|---|---:|---:|---:|---:|")
+    print("| llada params | parse_rate | schema_valid | mean chars | ended in first quarter | distinct | s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     # the trace first: a later identical request may be answered without a pass through the model
     trace = eos_trace(be, spec, ctx, json.loads(a.systems)[0], a.n) if a.trace else []
     rows = []
@@ -146,7 +149,8 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(r)
         print(
             f"| `{json.dumps(system)}` | {r['parse_rate']:.3f} | {r['schema_valid']:.3f} "
-            f"| {r['mean_chars']:.0f} | {r['ended_in_first_quarter']:.2f} |",
+            f"| {r['mean_chars']:.0f} | {r['ended_in_first_quarter']:.2f} | {r['distinct']:.2f} "
+            f"| {r['seconds']:.0f} |",
             flush=True,
         )
     if trace:

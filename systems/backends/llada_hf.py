@@ -14,6 +14,7 @@ code path with a tiny randomly initialised model.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -33,6 +34,7 @@ from systems.backends.llada_sampler import (
     mc_nll_bound,
     merge_knobs,
 )
+from systems.backends.schema_dfa import SchemaChooser, automaton_for, hf_token_bytes
 from systems.skeleton import SkeletonPlan
 from systems.skeleton_infill import Canvas, InfillResult, InfillRow, SlotVocab, lay_out, read_slots
 
@@ -124,6 +126,7 @@ class LLaDAHFBackend:
         self.model_id = model_id
         self._slot_vocab: SlotVocab | None = None
         self._plans: dict[str, SkeletonPlan] = {}
+        self._token_bytes: list[bytes | None] | None = None  # for json_schema requests (schema_dfa.py)
 
     @classmethod
     def from_spec(cls, spec: JSON, env: Any) -> LLaDAHFBackend:
@@ -211,15 +214,24 @@ class LLaDAHFBackend:
         pad = getattr(self.tok, "pad_token_id", None)
         return int(pad if pad is not None else self.params.eos_ids[0])
 
+    def _schema_chooser(self, schema: JSON, prompt_len: int) -> SchemaChooser:
+        """Decoding under the schema's token automaton (systems/backends/schema_dfa.py)."""
+        if self._token_bytes is None:
+            self._token_bytes = hf_token_bytes(self.tok)
+        auto = automaton_for(schema, self._token_bytes, self.params.eos_ids)
+        return SchemaChooser(auto, prompt_len, self.params.mask_id)
+
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
         out: list[Completion | None] = [None] * len(requests)
-        groups: dict[SamplerConfig, list[int]] = {}
+        groups: dict[tuple[SamplerConfig, str | None], list[int]] = {}
         for i, r in enumerate(requests):
             extra = dict(r.params.extra)
             extra.setdefault("temperature", r.params.temperature)
-            groups.setdefault(self.default_sampler(**extra), []).append(i)
+            schema = r.params.json_schema
+            key = None if schema is None else json.dumps(schema)  # key order is the record's order
+            groups.setdefault((self.default_sampler(**extra), key), []).append(i)
         bs = self.params.gen_batch_size
-        for cfg, idx in groups.items():
+        for (cfg, schema_key), idx in groups.items():
             for c0 in range(0, len(idx), bs):
                 chunk = idx[c0 : c0 + bs]
                 t0 = time.perf_counter()
@@ -239,6 +251,7 @@ class LLaDAHFBackend:
                     cfg,
                     seeds,
                     attention_mask=attn.to(self.device),
+                    choose_x0=None if schema_key is None else self._schema_chooser(json.loads(schema_key), p),
                 )
                 secs = (time.perf_counter() - t0) / b
                 for j, i in enumerate(chunk):

@@ -26,6 +26,10 @@ masked token of the current block whose confidence exceeds the threshold (at lea
 are committed in parallel and the number of forward passes (NFE) drops. `prefix_cache` lets a model
 that supports it reuse the keys/values of everything left of the current block for the block's steps.
 
+Constrained decoding: `choose_x0` replaces the per-position argmax by a joint choice, such as the best
+canvas a JSON Schema's token automaton accepts (systems/backends/schema_dfa.py, DINGO-style); confidences
+stay the model's probabilities of the chosen tokens and no extra noise is drawn.
+
 Every forward pass is counted in `SamplerOutput.nfe` (a CFG step counts two passes).
 """
 
@@ -73,6 +77,11 @@ class PrefixCachedModel(Protocol):
 # A hook that edits the logits before sampling, e.g. value-level constraints of the skeleton system:
 # (logits (b, L, V) float64, x (b, L)) -> logits.
 LogitsHook = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+# A replacement for the per-position argmax x0 of one row and block, e.g. the schema automaton's Viterbi
+# path (systems/backends/schema_dfa.py): (canvas row (L,), block start, block end, the block's log-domain
+# sampling scores (n, V) float64, the row's logits (L, V), the unconstrained argmax (n,)) -> x0 (n,).
+X0Chooser = Callable[[torch.Tensor, int, int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -253,6 +262,7 @@ def denoise(
     logits_hook: LogitsHook | None = None,
     cached_model: PrefixCachedModel | None = None,
     record_commits: bool = False,
+    choose_x0: X0Chooser | None = None,
 ) -> SamplerOutput:
     """Unmask every `mask_id` position of `canvas` right of `prompt_length` with LLaDA's reverse process.
 
@@ -261,6 +271,8 @@ def denoise(
     `seed` is one seed per row (an int seeds row j with seed + j). Each row draws its noise from its own
     generator and only while it still has masks in the current block, so a row's output does not depend
     on which other rows share its batch (the call cache relies on that).
+    `choose_x0` replaces the per-position argmax x0 (constrained decoding); confidences stay the model's
+    probabilities of the chosen tokens, and no extra noise is drawn, so None leaves the output exact.
     """
     if config.steps < 1:
         raise ValueError("steps must be >= 1")
@@ -322,6 +334,10 @@ def denoise(
                 # as in the reference: x0 is the argmax over the whole vocabulary (the mask included) and
                 # its confidence comes from the unmodified softmax
                 pred = noised.argmax(dim=-1)
+                if choose_x0 is not None:
+                    # log-domain scores: noised is exp(l - max) / gumbel when T > 0, the logits when T = 0
+                    scores = noised.log() if config.temperature > 0 else noised
+                    pred = choose_x0(x[j], start, end, scores, logits[j], pred)
                 if config.remasking == "low_confidence":
                     conf = torch.softmax(lj, dim=-1).gather(-1, pred.unsqueeze(-1)).squeeze(-1)
                 elif config.remasking == "random":
@@ -395,6 +411,7 @@ def generate(
     seed: int | Sequence[int],
     cached_model: PrefixCachedModel | None = None,
     logits_hook: LogitsHook | None = None,
+    choose_x0: X0Chooser | None = None,
 ) -> SamplerOutput:
     """Generate `config.gen_length` tokens after each prompt (batched with left padding)."""
     ids, pmask = left_pad(prompts, pad_id)
@@ -412,6 +429,7 @@ def generate(
         attention_mask=attention_mask,
         logits_hook=logits_hook,
         cached_model=cached_model,
+        choose_x0=choose_x0,
     )
 
 

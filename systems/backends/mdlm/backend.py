@@ -39,6 +39,7 @@ from systems.backends.mdlm.length import LengthFirst
 from systems.backends.mdlm.model import Conditioned, MaskedDiffusionTransformer, ModelConfig
 from systems.backends.mdlm.tokenizer import SPECIALS, BPETokenizer
 from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, prompt_ids, record_text, train_model
+from systems.backends.schema_dfa import SchemaChooser, automaton_for
 from systems.skeleton import SkeletonPlan, Slot
 from systems.skeleton_infill import Canvas, InfillResult, InfillRow, SlotVocab, lay_out, read_slots
 
@@ -335,19 +336,28 @@ class EmbeddedMDLMBackend:
 
         return hook
 
+    def _schema_chooser(self, schema: JSON, prompt_len: int) -> SchemaChooser:
+        """The Viterbi x0 choice under `schema` (special ids other than EOS never appear in a record)."""
+        vocab = [None if i < len(SPECIALS) else self.tok.token_bytes(i) for i in range(self.tok.vocab_size)]
+        return SchemaChooser(automaton_for(schema, vocab, [self.tok.eos_id]), prompt_len, self.tok.mask_id)
+
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
         out: list[Completion | None] = [None] * len(requests)
-        groups: dict[SamplerConfig, list[int]] = {}
+        groups: dict[tuple[SamplerConfig, str | None], list[int]] = {}
         for i, r in enumerate(requests):
-            groups.setdefault(self._sampler_for(r), []).append(i)
+            schema = r.params.json_schema
+            key = None if schema is None else json.dumps(schema)  # key order is the record's order
+            groups.setdefault((self._sampler_for(r), key), []).append(i)
         bs = self.params.gen_batch_size
-        for cfg, idx in groups.items():
+        for (cfg, schema_key), idx in groups.items():
+            schema = None if schema_key is None else json.loads(schema_key)
             for c0 in range(0, len(idx), bs):
                 chunk = idx[c0 : c0 + bs]
                 texts = [self._prompt_text(requests[i]) for i in chunk]
                 prompts = [self._window(t) for t in texts]
                 seeds = [self.row_seed(requests[i].seed, requests[i].sample_index) for i in chunk]
-                for i, comp in zip(chunk, self.generate_ids(prompts, cfg, seeds, texts), strict=True):
+                comps = self.generate_ids(prompts, cfg, seeds, texts, schema=schema)
+                for i, comp in zip(chunk, comps, strict=True):
                     out[i] = comp
         return [c for c in out if c is not None]
 
@@ -373,16 +383,19 @@ class EmbeddedMDLMBackend:
         cfg: SamplerConfig,
         seeds: list[int],
         texts: Sequence[str] | None = None,
+        schema: JSON | None = None,
     ) -> list[Completion]:
         """One sampler batch; per-row outputs do not depend on the batch (see llada_sampler.denoise).
 
-        `texts`: the prompts' texts, whose lines the line slots read (None: no lines)."""
+        `texts`: the prompts' texts, whose lines the line slots read (None: no lines). `schema`: decode
+        under the schema's token automaton (systems/backends/schema_dfa.py; None: unconstrained)."""
         t0 = time.perf_counter()
         ids, pmask = left_pad(prompts, self.tok.pad_id, width=self.params.max_prompt_tokens)
         b, p = ids.shape
         canvas = torch.cat([ids, torch.full((b, cfg.gen_length), self.tok.mask_id, dtype=torch.long)], dim=1)
         attn = torch.cat([pmask, torch.ones((b, cfg.gen_length), dtype=torch.bool)], dim=1)
         model = self._conditioned(texts)
+        chooser = None if schema is None else self._schema_chooser(schema, p)
         res = denoise(
             model,
             canvas,
@@ -392,11 +405,19 @@ class EmbeddedMDLMBackend:
             seeds,
             attention_mask=attn,
             logits_hook=(
-                LengthFirst(p, self.tok.eos_id, self.tok.mask_id, self._natural_hook(p), seeds)
+                LengthFirst(
+                    p,
+                    self.tok.eos_id,
+                    self.tok.mask_id,
+                    self._natural_hook(p),
+                    seeds,
+                    min_length=0 if chooser is None else chooser.auto.shortest,
+                )
                 if self.params.length_first
                 else self._natural_hook(p)
             ),
             cached_model=model if cfg.prefix_cache else None,
+            choose_x0=chooser,
         )
         secs = (time.perf_counter() - t0) / b
         comps = []

@@ -26,9 +26,21 @@ import torch
 LogitsHook = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def end_position(p_eos: torch.Tensor, u: float) -> int:
-    """First index whose running-max EOS probability reaches `u` (len(p_eos) when none does)."""
-    reached = (torch.cummax(p_eos, dim=0).values >= u).nonzero()
+def end_position(p_eos: torch.Tensor, u: float, min_length: int = 0) -> int:
+    """First index whose running-max EOS probability reaches `u` (len(p_eos) when none does).
+
+    With `min_length` m the draw is conditioned on L >= m: with F the running maximum, u is moved to
+    F(m - 1) + u (1 - F(m - 1)) and the search starts at m (a constrained decoder that cannot write a
+    shorter record; systems/backends/schema_dfa.py)."""
+    f = torch.cummax(p_eos, dim=0).values
+    if min_length > 0:
+        if min_length >= f.numel():
+            return int(f.numel())
+        floor = float(f[min_length - 1])
+        u = floor + u * (1.0 - floor)
+        reached = (f[min_length:] >= u).nonzero()
+        return min_length + int(reached[0]) if reached.numel() else int(f.numel())
+    reached = (f >= u).nonzero()
     return int(reached[0]) if reached.numel() else int(p_eos.numel())
 
 
@@ -39,9 +51,16 @@ class LengthFirst:
     so the length is drawn from the distribution the sampler would otherwise see."""
 
     def __init__(
-        self, prompt_len: int, eos_id: int, mask_id: int, inner: LogitsHook, seeds: Sequence[int]
+        self,
+        prompt_len: int,
+        eos_id: int,
+        mask_id: int,
+        inner: LogitsHook,
+        seeds: Sequence[int],
+        min_length: int = 0,
     ) -> None:
         self.prompt_len, self.eos_id, self.mask_id, self.inner = prompt_len, eos_id, mask_id, inner
+        self.min_length = min_length  # the shortest record a constrained decoder can write (tokens)
         self.u = [float(torch.rand((), generator=torch.Generator().manual_seed(int(s)))) for s in seeds]
         self.lengths: list[int | None] = [None] * len(seeds)
 
@@ -52,7 +71,7 @@ class LengthFirst:
         for j in range(x.shape[0]):
             if self.lengths[j] is None and bool((resp[j] == self.mask_id).all()):
                 p_eos = torch.softmax(logits[j, p:].double(), dim=-1)[:, self.eos_id]
-                self.lengths[j] = end_position(p_eos, self.u[j])
+                self.lengths[j] = end_position(p_eos, self.u[j], self.min_length)
             n = self.lengths[j]
             if n is None:
                 continue

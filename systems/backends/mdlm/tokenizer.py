@@ -27,7 +27,7 @@ FORMAT = "hf-bytelevel-bpe-v1"
 
 
 @lru_cache(maxsize=1)
-def _byte_decoder() -> dict[str, int]:
+def byte_decoder() -> dict[str, int]:
     """Inverse of the byte-level alphabet: the printable character standing for each byte."""
     printable = (
         list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
@@ -54,7 +54,7 @@ class BPETokenizer:
         for i, s in enumerate(SPECIALS):
             if tokenizer.token_to_id(s) != i:
                 raise ValueError(f"tokenizer must have {s!r} at id {i}")
-        dec = _byte_decoder()
+        dec = byte_decoder()
         n = tokenizer.get_vocab_size()
         self.vocab: list[bytes | str] = []
         for i in range(n):
