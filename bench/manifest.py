@@ -29,6 +29,8 @@ PACKAGES = (
     "rouge-score",
     "nltk",
     "openai",
+    "outlines_core",
+    "tokenizers",
 )
 
 # Keys whose values are secrets (an env var NAME such as api_key_env is fine and kept).

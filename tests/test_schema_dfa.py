@@ -252,3 +252,31 @@ def test_llada_grammar_is_llada_with_the_grammar_on_and_the_skeleton_refuses_it(
     assert SYSTEMS.get("llada")({}).params.grammar is False
     with pytest.raises(BenchError, match="use llada-grammar"):
         LLaDASkeletonSystem({"grammar": True})
+
+
+def test_hf_token_bytes_follow_sentencepiece_conventions() -> None:
+    """A Llama-style tokenizer (Metaspace `▁`, `<0xNN>` byte fallback): the bytes are the text with the
+    leading space SentencePiece prepends (the decoder strips it)."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    from systems.backends.schema_dfa import hf_token_bytes
+
+    tk = Tokenizer(models.BPE(byte_fallback=True))
+    tk.normalizer = normalizers.Replace(" ", "\u2581")
+    tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
+    tk.decoder = decoders.Sequence(
+        [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
+    byte_pieces = [f"<0x{b:02X}>" for b in range(256)]
+    corpus = ['{"city": "ely", "n": 12}', "a cafe over there"] * 10
+    tk.train_from_iterator(
+        corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=["<pad>", "<eot>", *byte_pieces])
+    )
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eot>")
+    spelled = hf_token_bytes(fast)
+    for text in ['{"city": "ély", "n": 12}', "naïve café ☃", "東京"]:
+        ids = fast(text, add_special_tokens=False)["input_ids"]
+        assert any(p.startswith("<0x") for p in fast.convert_ids_to_tokens(ids))  # byte fallback in use
+        spelled_text = b"".join(spelled[i] for i in ids).decode()  # type: ignore[misc]
+        assert spelled_text == " " + fast.decode(ids) and fast.decode(ids) == text
