@@ -153,32 +153,35 @@ class LLaDASystem:
             return self.agent_loop(spec, n, seed, ctx)
         return self.generate_from_prompts(spec, self.prompts(spec, n, seed), seed, ctx)
 
-    def refused_schemas(self, spec: TaskSpec, n: int) -> dict[int, str]:
-        """With `grammar`, the samples whose schema the automaton cannot be built for, and why.
+    def refused_schemas(self, spec: TaskSpec, n: int, backend: Any) -> dict[int, str]:
+        """With `grammar`, the samples whose schema the backend cannot decode under, and why.
 
-        A task's own schema that does not compile is a user error, raised before any generation; on a
+        The backend says (`schema_refusal`: the schema does not compile, or its automaton does not build
+        in time). A task's own schema that is refused is a user error, raised before any generation; on a
         per-item task (JSONSchemaBench) a refused item is a scored sample with no text, as `ar-grammar`
         treats its refusals, and the rest of the cell goes on."""
         if not self.params.grammar:
             return {}
-        from systems.backends.schema_dfa import schema_regex
-
+        refusal = getattr(backend, "schema_refusal", None)
+        if refusal is None:
+            raise BenchError(
+                f"`grammar` needs a diffusion backend that decodes under a schema's automaton; "
+                f"{type(backend).__name__} does not"
+            )
         if not spec.items:
-            schema_regex(spec.schema)  # raises BenchError naming the problem
+            why = refusal(spec.schema)
+            if why is not None:
+                raise BenchError(why)
             return {}
-        why: dict[str, str | None] = {}
+        reasons: dict[str, str | None] = {}
         out: dict[int, str] = {}
         for i in range(n):
             schema = spec.for_sample(i).schema
             key = json.dumps(schema)
-            if key not in why:
-                try:
-                    schema_regex(schema)
-                    why[key] = None
-                except BenchError as exc:
-                    why[key] = str(exc)
-            if why[key] is not None:
-                out[i] = str(why[key])
+            if key not in reasons:
+                reasons[key] = refusal(schema)
+            if reasons[key] is not None:
+                out[i] = str(reasons[key])
         return out
 
     def constrained(self, sp: SamplingParams, spec: TaskSpec, index: int) -> SamplingParams:
@@ -221,7 +224,7 @@ class LLaDASystem:
             temperature=temperature if temperature is not None else _backend_temperature(backend),
             extra=tuple(sorted(knobs.items())),
         )
-        refused = self.refused_schemas(spec, len(prompts))
+        refused = self.refused_schemas(spec, len(prompts), backend)
         requests = [
             GenerationRequest.chat(p, self.constrained(sp, spec, i), seed, i)
             for i, p in enumerate(prompts)

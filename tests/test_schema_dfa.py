@@ -96,6 +96,25 @@ def test_key_order_follows_the_schema_and_bad_schemas_are_clear_errors() -> None
         schema_regex({"type": "object", "properties": {"x": {"type": "no-such-type"}}})
 
 
+@needs_data
+def test_an_automaton_that_does_not_build_in_time_is_refused_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some JSONSchemaBench schemas never finish building (this one ran past 120 s over a 256-byte
+    vocabulary); the build runs in a child stopped at the budget, and the refusal is remembered."""
+    import time
+
+    from systems.backends import schema_dfa
+
+    schema = json.loads((DATA / "jsonschemabench/Github_easy/o10318.json").read_text())
+    vocab: list[bytes | None] = [None, None] + [bytes([b]) for b in range(256)]
+    monkeypatch.setattr(schema_dfa, "BUILD_SECONDS", 1.0)
+    with pytest.raises(BenchError, match="did not build within 1 s"):
+        automaton_for(schema, vocab, [EOS])
+    t0 = time.perf_counter()
+    with pytest.raises(BenchError, match="did not build within 1 s"):
+        automaton_for(schema, vocab, [EOS])
+    assert time.perf_counter() - t0 < 0.5  # remembered, not built again
+
+
 # ---- the sampler under the constraint, with random toy models ----------------------------------------
 
 TOY_SCHEMA = {

@@ -221,6 +221,14 @@ class LLaDAHFBackend:
         auto = automaton_for(schema, self._token_bytes, self.params.eos_ids)
         return SchemaChooser(auto, prompt_len, self.params.mask_id)
 
+    def schema_refusal(self, schema: JSON) -> str | None:
+        """Why `schema` cannot constrain decoding here (None: it can); the `llada` system asks first."""
+        try:
+            self._schema_chooser(schema, 0)
+        except BenchError as exc:
+            return str(exc)
+        return None
+
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
         out: list[Completion | None] = [None] * len(requests)
         groups: dict[tuple[SamplerConfig, str | None], list[int]] = {}

@@ -157,12 +157,49 @@ def schema_regex(schema: JSON) -> str:
         ) from exc
 
 
-def build_automaton(regex: str, token_bytes: list[bytes | None], eos_ids: Sequence[int]) -> TokenAutomaton:
-    """Token DFA of `regex` over a vocabulary (`token_bytes[i]` None: a special id the record never uses).
+BUILD_SECONDS = 20.0
+"""Time budget for building one token automaton. Some schemas never finish: on JSONSchemaBench's
+Github_easy split 3 of 100 ran past 20 s, and one of them past 120 s even over a 256-byte vocabulary
+(docs/systems-diffusion.md), so the build runs in a child process that is stopped at the budget."""
 
-    Any of `eos_ids` ends the record and pads the rest of the window (LLaDA pads with more than one)."""
+
+def _index_moves(regex: str, by_bytes: dict[bytes, list[int]], eos: int) -> tuple[dict, list[int], int]:
+    """outlines-core's token DFA as plain data (runs in the child process)."""
     from outlines_core import Index, Vocabulary
 
+    index = Index(regex, Vocabulary(eos, by_bytes))
+    return index.get_transitions(), list(index.get_final_states()), index.get_initial_state()
+
+
+def _moves_within_budget(
+    regex: str, by_bytes: dict[bytes, list[int]], eos: int, seconds: float
+) -> tuple[dict, list[int], int]:
+    """`_index_moves` in a forked child, stopped after `seconds` (a stuck native build cannot be
+    interrupted from a thread)."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:  # leaving the block terminates the child
+        pending = pool.apply_async(_index_moves, (regex, by_bytes, eos))
+        try:
+            return pending.get(timeout=seconds)
+        except multiprocessing.TimeoutError:
+            raise BenchError(
+                f"grammar-constrained diffusion: the schema's token automaton did not build within "
+                f"{seconds:.0f} s (regex of {len(regex)} characters)"
+            ) from None
+        except Exception as exc:
+            raise BenchError(
+                f"grammar-constrained diffusion: cannot build the token automaton: {exc}"
+            ) from exc
+
+
+def build_automaton(
+    regex: str, token_bytes: list[bytes | None], eos_ids: Sequence[int], seconds: float | None = None
+) -> TokenAutomaton:
+    """Token DFA of `regex` over a vocabulary (`token_bytes[i]` None: a special id the record never uses).
+
+    Any of `eos_ids` ends the record and pads the rest of the window (LLaDA pads with more than one).
+    A build that takes longer than `seconds` (default `BUILD_SECONDS`) is a BenchError."""
     if not eos_ids:
         raise ValueError("the automaton needs at least one EOS id")
     ends = [int(e) for e in eos_ids]
@@ -170,12 +207,9 @@ def build_automaton(regex: str, token_bytes: list[bytes | None], eos_ids: Sequen
     for i, b in enumerate(token_bytes):
         if b is not None and b and i not in ends:
             by_bytes.setdefault(b, []).append(i)
-    try:
-        index = Index(regex, Vocabulary(ends[0], by_bytes))
-    except Exception as exc:
-        raise BenchError(f"grammar-constrained diffusion: cannot build the token automaton: {exc}") from exc
-    raw = index.get_transitions()
-    finals = set(index.get_final_states())
+    budget = BUILD_SECONDS if seconds is None else seconds
+    raw, final_states, initial = _moves_within_budget(regex, by_bytes, ends[0], budget)
+    finals = set(final_states)
     states = sorted(set(raw) | {d for m in raw.values() for d in m.values()} | finals)
     dense = {s: k for k, s in enumerate(states)}
     done = len(states)
@@ -192,7 +226,7 @@ def build_automaton(regex: str, token_bytes: list[bytes | None], eos_ids: Sequen
     e = torch.tensor(edges, dtype=torch.long)
     return TokenAutomaton(
         n_states=done + 1,
-        initial=dense[index.get_initial_state()],
+        initial=dense[initial],
         src=e[:, 0].contiguous(),
         tok=e[:, 1].contiguous(),
         dst=e[:, 2].contiguous(),
@@ -202,18 +236,27 @@ def build_automaton(regex: str, token_bytes: list[bytes | None], eos_ids: Sequen
     )
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=64)
 def _cached(
     schema_json: str, vocab_key: tuple[bytes | None, ...], eos_ids: tuple[int, ...]
-) -> TokenAutomaton:
-    return build_automaton(schema_regex(json.loads(schema_json)), list(vocab_key), eos_ids)
+) -> TokenAutomaton | str:
+    """The automaton, or why it cannot be built (refusals are remembered too: a build that ran out of
+    time would otherwise spend its whole budget again for every cell)."""
+    try:
+        return build_automaton(schema_regex(json.loads(schema_json)), list(vocab_key), eos_ids)
+    except BenchError as exc:
+        return str(exc)
 
 
 def automaton_for(schema: JSON, token_bytes: list[bytes | None], eos_ids: Sequence[int]) -> TokenAutomaton:
     """`build_automaton(schema_regex(schema), ...)`, memoised per schema and vocabulary.
 
-    The schema is keyed as written, not with sorted keys: property order is the record's key order."""
-    return _cached(json.dumps(schema), tuple(token_bytes), tuple(int(e) for e in eos_ids))
+    The schema is keyed as written, not with sorted keys: property order is the record's key order.
+    A schema that cannot be compiled, or whose automaton does not build in time, is a BenchError."""
+    got = _cached(json.dumps(schema), tuple(token_bytes), tuple(int(e) for e in eos_ids))
+    if isinstance(got, str):
+        raise BenchError(got)
+    return got
 
 
 def hf_token_bytes(tokenizer: Any) -> list[bytes | None]:

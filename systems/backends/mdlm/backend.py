@@ -341,6 +341,14 @@ class EmbeddedMDLMBackend:
         vocab = [None if i < len(SPECIALS) else self.tok.token_bytes(i) for i in range(self.tok.vocab_size)]
         return SchemaChooser(automaton_for(schema, vocab, [self.tok.eos_id]), prompt_len, self.tok.mask_id)
 
+    def schema_refusal(self, schema: JSON) -> str | None:
+        """Why `schema` cannot constrain decoding here (None: it can); the `llada` system asks first."""
+        try:
+            self._schema_chooser(schema, 0)
+        except BenchError as exc:
+            return str(exc)
+        return None
+
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
         out: list[Completion | None] = [None] * len(requests)
         groups: dict[tuple[SamplerConfig, str | None], list[int]] = {}
