@@ -34,7 +34,7 @@ from systems.backends.llada_sampler import (
     mc_nll_bound,
     merge_knobs,
 )
-from systems.backends.schema_dfa import SchemaChooser, automaton_for, hf_token_bytes
+from systems.backends.schema_dfa import SchemaConstrained, hf_token_bytes
 from systems.skeleton import SkeletonPlan
 from systems.skeleton_infill import Canvas, InfillResult, InfillRow, SlotVocab, lay_out, read_slots
 
@@ -109,7 +109,7 @@ def load_pretrained(model_id: str, params: LLaDAHFParams) -> tuple[Any, Any]:
 DEFAULT_GEN_LENGTH = 256  # the canvas when neither the suite nor a task sets one
 
 
-class LLaDAHFBackend:
+class LLaDAHFBackend(SchemaConstrained):
     """A transformers masked-diffusion model (LLaDA) as a TextBackend with skeleton infilling."""
 
     kind = "llada_hf"
@@ -126,7 +126,6 @@ class LLaDAHFBackend:
         self.model_id = model_id
         self._slot_vocab: SlotVocab | None = None
         self._plans: dict[str, SkeletonPlan] = {}
-        self._token_bytes: list[bytes | None] | None = None  # for json_schema requests (schema_dfa.py)
 
     @classmethod
     def from_spec(cls, spec: JSON, env: Any) -> LLaDAHFBackend:
@@ -214,20 +213,9 @@ class LLaDAHFBackend:
         pad = getattr(self.tok, "pad_token_id", None)
         return int(pad if pad is not None else self.params.eos_ids[0])
 
-    def _schema_chooser(self, schema: JSON, prompt_len: int) -> SchemaChooser:
-        """Decoding under the schema's token automaton (systems/backends/schema_dfa.py)."""
-        if self._token_bytes is None:
-            self._token_bytes = hf_token_bytes(self.tok)
-        auto = automaton_for(schema, self._token_bytes, self.params.eos_ids)
-        return SchemaChooser(auto, prompt_len, self.params.mask_id)
-
-    def schema_refusal(self, schema: JSON) -> str | None:
-        """Why `schema` cannot constrain decoding here (None: it can); the `llada` system asks first."""
-        try:
-            self._schema_chooser(schema, 0)
-        except BenchError as exc:
-            return str(exc)
-        return None
+    def _schema_vocabulary(self) -> tuple[list[bytes | None], list[int], int]:
+        """Token bytes for json_schema requests, from the `transformers` tokenizer."""
+        return hf_token_bytes(self.tok), list(self.params.eos_ids), self.params.mask_id
 
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
         out: list[Completion | None] = [None] * len(requests)
@@ -259,7 +247,7 @@ class LLaDAHFBackend:
                     cfg,
                     seeds,
                     attention_mask=attn.to(self.device),
-                    choose_x0=None if schema_key is None else self._schema_chooser(json.loads(schema_key), p),
+                    choose_x0=None if schema_key is None else self.schema_chooser(json.loads(schema_key), p),
                 )
                 secs = (time.perf_counter() - t0) / b
                 for j, i in enumerate(chunk):

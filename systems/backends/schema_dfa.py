@@ -368,3 +368,29 @@ class SchemaChooser:
             self.unsatisfiable += 1
             return unconstrained
         return found[0][: end - start].to(unconstrained.device)
+
+
+class SchemaConstrained:
+    """What a diffusion backend needs to take `json_schema` requests: a chooser per schema, and a refusal.
+
+    The backend spells its vocabulary once (`_schema_vocabulary`: each id's bytes, None for special ids,
+    then the EOS ids and the mask id); the spelling is kept, so a batch only looks its automaton up."""
+
+    def _schema_vocabulary(self) -> tuple[list[bytes | None], Sequence[int], int]:
+        raise NotImplementedError
+
+    def schema_chooser(self, schema: JSON, prompt_len: int) -> SchemaChooser:
+        """The Viterbi x0 choice under `schema` for a canvas whose response starts at `prompt_len`."""
+        spelled = self.__dict__.get("_schema_spelling")
+        if spelled is None:
+            spelled = self.__dict__["_schema_spelling"] = self._schema_vocabulary()
+        token_bytes, eos_ids, mask_id = spelled
+        return SchemaChooser(automaton_for(schema, token_bytes, eos_ids), prompt_len, mask_id)
+
+    def schema_refusal(self, schema: JSON) -> str | None:
+        """Why `schema` cannot constrain decoding here (None: it can); the `llada` system asks first."""
+        try:
+            self.schema_chooser(schema, 0)
+        except BenchError as exc:
+            return str(exc)
+        return None

@@ -39,7 +39,7 @@ from systems.backends.mdlm.length import LengthFirst
 from systems.backends.mdlm.model import Conditioned, MaskedDiffusionTransformer, ModelConfig
 from systems.backends.mdlm.tokenizer import SPECIALS, BPETokenizer
 from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, prompt_ids, record_text, train_model
-from systems.backends.schema_dfa import SchemaChooser, automaton_for
+from systems.backends.schema_dfa import SchemaConstrained
 from systems.skeleton import SkeletonPlan, Slot
 from systems.skeleton_infill import Canvas, InfillResult, InfillRow, SlotVocab, lay_out, read_slots
 
@@ -166,7 +166,7 @@ def data_fingerprint(spec: TaskSpec) -> str:
     return h.hexdigest()
 
 
-class EmbeddedMDLMBackend:
+class EmbeddedMDLMBackend(SchemaConstrained):
     """A per-task masked-diffusion LM served through LLaDA's sampler."""
 
     kind = "mdlm"
@@ -336,18 +336,10 @@ class EmbeddedMDLMBackend:
 
         return hook
 
-    def _schema_chooser(self, schema: JSON, prompt_len: int) -> SchemaChooser:
-        """The Viterbi x0 choice under `schema` (special ids other than EOS never appear in a record)."""
-        vocab = [None if i < len(SPECIALS) else self.tok.token_bytes(i) for i in range(self.tok.vocab_size)]
-        return SchemaChooser(automaton_for(schema, vocab, [self.tok.eos_id]), prompt_len, self.tok.mask_id)
-
-    def schema_refusal(self, schema: JSON) -> str | None:
-        """Why `schema` cannot constrain decoding here (None: it can); the `llada` system asks first."""
-        try:
-            self._schema_chooser(schema, 0)
-        except BenchError as exc:
-            return str(exc)
-        return None
+    def _schema_vocabulary(self) -> tuple[list[bytes | None], list[int], int]:
+        """Token bytes for json_schema requests (special ids other than EOS never appear in a record)."""
+        spelled = [None if i < len(SPECIALS) else self.tok.token_bytes(i) for i in range(self.tok.vocab_size)]
+        return spelled, [self.tok.eos_id], self.tok.mask_id
 
     def generate(self, requests: list[GenerationRequest]) -> list[Completion]:
         out: list[Completion | None] = [None] * len(requests)
@@ -403,7 +395,7 @@ class EmbeddedMDLMBackend:
         canvas = torch.cat([ids, torch.full((b, cfg.gen_length), self.tok.mask_id, dtype=torch.long)], dim=1)
         attn = torch.cat([pmask, torch.ones((b, cfg.gen_length), dtype=torch.bool)], dim=1)
         model = self._conditioned(texts)
-        chooser = None if schema is None else self._schema_chooser(schema, p)
+        chooser = None if schema is None else self.schema_chooser(schema, p)
         res = denoise(
             model,
             canvas,
