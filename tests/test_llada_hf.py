@@ -219,6 +219,21 @@ def test_grammar_on_per_item_tasks_scores_a_refused_schema_and_goes_on(tiny_dir:
         LLaDASystem({"grammar": True}).generate(replace(base, schema=odd), 2, 0, OneBackend(be, tiny_dir))
 
 
+def test_grammar_on_a_backend_without_an_automaton_is_a_clear_error(tiny_dir: Path) -> None:
+    """A `dlm` role bound to a runtime that cannot decode under a schema's automaton (here the real
+    llama.cpp backend of SmolLM2; an OpenAI server alike) fails before any generation and names it,
+    instead of silently sampling unconstrained records under the `llada-grammar` name."""
+    from systems.backends.llama_cpp import LlamaCppBackend
+    from systems.llada import LLaDASystem
+
+    llama = LlamaCppBackend.from_spec({"model": "smollm2-135m-instruct"})
+    calls: list[object] = []
+    llama.generate = lambda reqs: calls.append(reqs)  # type: ignore[method-assign]
+    with pytest.raises(BenchError, match="`grammar` needs a diffusion backend .* LlamaCppBackend does not"):
+        LLaDASystem({"grammar": True}).generate(spec(), 2, 0, OneBackend(llama, tiny_dir))  # type: ignore[arg-type]
+    assert calls == []
+
+
 def test_likelihood_bound_is_finite_and_positive(tiny_dir: Path) -> None:
     be = backend(tiny_dir)
     ((bound, n),) = be.nll(['{"day": "monday"}'], n_mc=8, prompt="Generate a train.")
