@@ -122,13 +122,34 @@ def test_rope_is_a_complex_rotation_and_scores_depend_on_offsets_only() -> None:
     assert score(3, 7) != pytest.approx(score(3, 8), abs=1e-3)
 
 
-def test_rope_enters_the_cache_key_only_when_on() -> None:
-    """Models trained before the `rope` knob keep their cache keys; a RoPE model gets its own."""
+def test_opt_in_knobs_enter_the_cache_key_only_when_on() -> None:
+    """Models trained before the `rope` and `high_noise` knobs keep their cache keys; others get their own."""
     from systems.backends.mdlm.backend import train_key
     from systems.backends.mdlm.train import TrainConfig
 
-    assert "rope" not in train_key(TrainConfig())
+    assert "rope" not in train_key(TrainConfig()) and "high_noise" not in train_key(TrainConfig())
     assert train_key(TrainConfig(rope=True))["rope"] is True
+    assert train_key(TrainConfig(high_noise=0.5))["high_noise"] == 0.5
+
+
+def test_high_noise_rows_draw_from_the_top_of_the_schedule_and_zero_is_llada_s_draw() -> None:
+    """`high_noise` 0 leaves the random stream exactly LLaDA's U(eps, 1); with a share h, about h of the
+    rows lie in [0.9, 1] beyond the uniform draw's own 10%, and each row's t is from its own draw."""
+    from systems.backends.mdlm.train import HIGH_NOISE_FROM, TrainConfig, noise_levels
+
+    cfg = TrainConfig()
+    g1, g2 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    uniform = (1 - cfg.eps) * torch.rand((4000, 1), generator=g2) + cfg.eps
+    assert torch.equal(noise_levels(4000, cfg, g1), uniform)
+    g3, g4 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    t = noise_levels(4000, TrainConfig(high_noise=0.5), g3)
+    base = (1 - cfg.eps) * torch.rand((4000, 1), generator=g4) + cfg.eps
+    high = torch.rand((4000, 1), generator=g4) < 0.5
+    assert torch.allclose(t[high], HIGH_NOISE_FROM + (1 - HIGH_NOISE_FROM) * base[high])
+    assert torch.equal(t[~high], base[~high])
+    share = float((t >= HIGH_NOISE_FROM).float().mean())
+    assert share == pytest.approx(0.5 + 0.5 * 0.1, abs=0.03)
+    assert float(t.min()) >= cfg.eps and float(t.max()) <= 1
 
 
 @pytest.mark.parametrize("rope", [False, True])

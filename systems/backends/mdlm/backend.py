@@ -76,6 +76,9 @@ class MDLMParams(BaseModel):
     hint_weight: float = Field(
         3.0, ge=1, description="loss weight of response tokens spelling a hinted value"
     )
+    high_noise: float = Field(
+        0.0, ge=0, le=1, description="Share of training rows with noise level t ~ U(0.9, 1) (train.noise_levels)"
+    )
     skeleton_fraction: float = Field(0.4, ge=0, le=1, description="Share of training examples in slot form")
     note_kinds: list[Literal["value", "set", "relation", "length", "novelty"]] = Field(
         ["value", "set", "relation", "length", "novelty"], description="Note kinds training prompts carry"
@@ -125,6 +128,7 @@ class MDLMParams(BaseModel):
             max_response_tokens=self.max_response_tokens,
             max_slot_tokens=self.max_slot_tokens,
             skeleton_fraction=self.skeleton_fraction,
+            high_noise=self.high_noise,
             copy_head=self.copy_head,
             hint_swap=self.hint_swap,
             hint_weight=self.hint_weight,
@@ -146,8 +150,15 @@ class MDLMParams(BaseModel):
 def train_key(cfg: TrainConfig) -> JSON:
     """The training config as it enters cache keys (thread count changes speed, not weights).
 
-    `rope` enters only when on, so the keys of models trained before the knob existed stay valid."""
-    return {k: v for k, v in asdict(cfg).items() if k != "threads" and not (k == "rope" and not v)}
+    `rope` and `high_noise` enter only when on, so the keys of models trained before the knobs existed
+    stay valid."""
+    return {
+        k: v for k, v in asdict(cfg).items() if k != "threads" and not (k in OPT_IN_KNOBS and not v)
+    }
+
+
+OPT_IN_KNOBS = ("rope", "high_noise")
+"""Training knobs added after models were cached: in a cache key only when set."""
 
 
 def data_fingerprint(spec: TaskSpec) -> str:

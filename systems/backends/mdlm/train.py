@@ -67,6 +67,11 @@ class TrainConfig:
     lr: float = 2e-3
     warmup: int = 50
     eps: float = 1e-3
+    high_noise: float = 0.0
+    """Share of training rows whose noise level is drawn from U(HIGH_NOISE_FROM, 1) instead of U(eps, 1).
+
+    The sampler's first, irrevocable commits are made at high noise, where a uniform draw gives few rows
+    (docs/systems-diffusion.md, "High-noise training"); 0 keeps LLaDA's uniform draw exactly."""
     copy_head: bool = True
     hint_swap: float = 0.5
     """Per-hint probability that training swaps in another reference's value (see training_example)."""
@@ -461,6 +466,22 @@ def line_embedder(cfg: TrainConfig, prep: Prepared, spec: TaskSpec) -> LineEmbed
     return emb
 
 
+HIGH_NOISE_FROM = 0.9
+"""Lower end of the noise levels `TrainConfig.high_noise` rows are drawn from."""
+
+
+def noise_levels(rows: int, cfg: TrainConfig, gen: torch.Generator) -> torch.Tensor:
+    """Per-row noise levels t, shape (rows, 1): U(eps, 1), or with `high_noise` a share of rows from
+    U(HIGH_NOISE_FROM, 1). Each row's loss stays the 1/t-weighted ELBO term of its own t, so the objective
+    is a noise-level-weighted ELBO that spends more of the steps where generation starts. With
+    `high_noise` 0 the random stream is LLaDA's draw exactly (no extra numbers are drawn)."""
+    t = (1 - cfg.eps) * torch.rand((rows, 1), generator=gen) + cfg.eps
+    if cfg.high_noise <= 0:
+        return t
+    high = torch.rand((rows, 1), generator=gen) < cfg.high_noise
+    return torch.where(high, HIGH_NOISE_FROM + (1 - HIGH_NOISE_FROM) * t, t)
+
+
 def _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar, embedder) -> None:  # noqa: ANN001, PLR0913
     """The training loop (seeded, a fixed number of steps); `bar` shows step, loss and ETA."""
     for step in range(cfg.steps):
@@ -469,7 +490,7 @@ def _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar, embedder) -> Non
             g["lr"] = lr
         batch = make_batch(prep, spec, cfg, rng, embedder)
         ids, attn, maskable, tok_weight = batch.ids, batch.attn, batch.maskable, batch.weight
-        t = (1 - cfg.eps) * torch.rand((ids.shape[0], 1), generator=gen) + cfg.eps
+        t = noise_levels(ids.shape[0], cfg, gen)
         masked = maskable & (torch.rand(ids.shape, generator=gen) < t)
         noisy = torch.where(masked, torch.full_like(ids, prep.tok.mask_id), ids)
         ce = -model.target_log_probs(noisy, attn, masked, ids[masked], batch.lines)
