@@ -77,7 +77,10 @@ class MDLMParams(BaseModel):
         3.0, ge=1, description="loss weight of response tokens spelling a hinted value"
     )
     high_noise: float = Field(
-        0.0, ge=0, le=1, description="Share of training rows with noise level t ~ U(0.9, 1) (train.noise_levels)"
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of training rows with noise level t ~ U(0.9, 1) (train.noise_levels)",
     )
     skeleton_fraction: float = Field(0.4, ge=0, le=1, description="Share of training examples in slot form")
     note_kinds: list[Literal["value", "set", "relation", "length", "novelty"]] = Field(
@@ -152,9 +155,7 @@ def train_key(cfg: TrainConfig) -> JSON:
 
     `rope` and `high_noise` enter only when on, so the keys of models trained before the knobs existed
     stay valid."""
-    return {
-        k: v for k, v in asdict(cfg).items() if k != "threads" and not (k in OPT_IN_KNOBS and not v)
-    }
+    return {k: v for k, v in asdict(cfg).items() if k != "threads" and not (k in OPT_IN_KNOBS and not v)}
 
 
 OPT_IN_KNOBS = ("rope", "high_noise")
