@@ -8,8 +8,8 @@ their EOS, so the model never learns to stop mid-record) or its padded-slot skel
 `llada-skeleton` infills: structure fixed, each value followed by `<nul>` up to the slot budget).
 Prompts carry instructions, field lists, few-shot examples, `field: value` hints (with swaps) and
 natural-language notes (systems/diffusion_notes.py) made true of the record by counterfactual edits.
-A noise level t ~ U(eps, 1) masks each maskable response position with
-probability t; the loss is the cross-entropy on masked positions weighted 1/t and divided by the
+A noise level t ~ U(eps, 1) (optionally more rows near 1: `TrainConfig.high_noise`) masks each
+maskable response position with probability t; the loss is the cross-entropy on masked positions weighted 1/t and divided by the
 number of maskable positions (LLaDA Eq. 5). Everything is seeded; steps are fixed (no wall-clock
 stopping) so the same data, config and seed give the same weights.
 """
@@ -71,7 +71,7 @@ class TrainConfig:
     """Share of training rows whose noise level is drawn from U(HIGH_NOISE_FROM, 1) instead of U(eps, 1).
 
     The sampler's first, irrevocable commits are made at high noise, where a uniform draw gives few rows
-    (docs/systems-diffusion.md, "High-noise training"); 0 keeps LLaDA's uniform draw exactly."""
+    (docs/systems-diffusion.md, the `high_noise` bullet under competence); 0 keeps LLaDA's uniform draw exactly."""
     copy_head: bool = True
     hint_swap: float = 0.5
     """Per-hint probability that training swaps in another reference's value (see training_example)."""
