@@ -35,6 +35,7 @@ counts it in `unsatisfiable`.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -370,14 +371,15 @@ class SchemaChooser:
         return found[0][: end - start].to(unconstrained.device)
 
 
-class SchemaConstrained:
+class SchemaConstrained(ABC):
     """What a diffusion backend needs to take `json_schema` requests: a chooser per schema, and a refusal.
 
     The backend spells its vocabulary once (`_schema_vocabulary`: each id's bytes, None for special ids,
     then the EOS ids and the mask id); the spelling is kept, so a batch only looks its automaton up."""
 
+    @abstractmethod
     def _schema_vocabulary(self) -> tuple[list[bytes | None], Sequence[int], int]:
-        raise NotImplementedError
+        """(each id's bytes, None for special ids; the EOS ids; the mask id) of the backend's tokenizer."""
 
     def schema_chooser(self, schema: JSON, prompt_len: int) -> SchemaChooser:
         """The Viterbi x0 choice under `schema` for a canvas whose response starts at `prompt_len`."""
