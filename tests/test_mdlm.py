@@ -123,13 +123,34 @@ def test_rope_is_a_complex_rotation_and_scores_depend_on_offsets_only() -> None:
 
 
 def test_opt_in_knobs_enter_the_cache_key_only_when_on() -> None:
-    """Models trained before the `rope` and `high_noise` knobs keep their cache keys; others get their own."""
-    from systems.backends.mdlm.backend import train_key
+    """Models trained before the `rope`, `high_noise` and `pre_tokenizer` knobs keep their cache keys;
+    others get their own."""
+    from systems.backends.mdlm.backend import OPT_IN_KNOBS, train_key
     from systems.backends.mdlm.train import TrainConfig
 
-    assert "rope" not in train_key(TrainConfig()) and "high_noise" not in train_key(TrainConfig())
+    assert not set(OPT_IN_KNOBS) & set(train_key(TrainConfig()))
     assert train_key(TrainConfig(rope=True))["rope"] is True
     assert train_key(TrainConfig(high_noise=0.5))["high_noise"] == 0.5
+    assert train_key(TrainConfig(pre_tokenizer="phrase"))["pre_tokenizer"] == "phrase"
+
+
+def test_phrase_pre_tokenization_merges_across_spaces_but_not_across_json_punctuation() -> None:
+    """`phrase` BPE: a repeated phrase becomes one token; keys and separators never share one with words;
+    any text round-trips."""
+    texts = [
+        '{"best_answer": "the victim cannot drop the charges", "x": ["the victim cannot drop the charges"]}'
+    ]
+    tok = train_bpe(texts * 5, 400, "phrase")
+    pieces = [tok.token_text(i) for i in tok.encode(texts[0])]
+    assert "the victim cannot drop the charges" in pieces
+    punctuation = set('{}[]":,')
+    for p in pieces:  # each token is punctuation and whitespace only, or has no JSON punctuation
+        assert set(p) <= punctuation | {" "} or not set(p) & punctuation, p
+    for t in [*texts, "never seen: 東京 {}", 'a "b", c\n', ""]:
+        assert tok.decode(tok.encode(t)) == t
+    assert len(pieces) < len(train_bpe(texts * 5, 400).encode(texts[0]))  # fewer than GPT-2 pre-tokenization
+    with pytest.raises(ValueError, match="pre-tokenization"):
+        train_bpe(texts, 400, "words")
 
 
 def test_high_noise_rows_draw_from_the_top_of_the_schedule_and_zero_is_llada_s_draw() -> None:

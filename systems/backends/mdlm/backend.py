@@ -59,6 +59,9 @@ class MDLMParams(BaseModel):
     n_heads: int = Field(4, ge=1, description="Attention heads")
     d_ff: int = Field(384, ge=16, description="Feed-forward width")
     rope: bool = Field(False, description="Rotary position embeddings in attention (as LLaDA)")
+    pre_tokenizer: Literal["gpt2", "phrase"] = Field(
+        "gpt2", description="BPE pre-tokenization: gpt2 (merges within words) or phrase (across spaces)"
+    )
     max_prompt_tokens: int = Field(
         64,
         ge=4,
@@ -127,6 +130,7 @@ class MDLMParams(BaseModel):
             n_heads=self.n_heads,
             d_ff=self.d_ff,
             rope=self.rope,
+            pre_tokenizer=self.pre_tokenizer,
             max_prompt_tokens=self.max_prompt_tokens,
             max_response_tokens=self.max_response_tokens,
             max_slot_tokens=self.max_slot_tokens,
@@ -153,12 +157,16 @@ class MDLMParams(BaseModel):
 def train_key(cfg: TrainConfig) -> JSON:
     """The training config as it enters cache keys (thread count changes speed, not weights).
 
-    `rope` and `high_noise` enter only when on, so the keys of models trained before the knobs existed
-    stay valid."""
-    return {k: v for k, v in asdict(cfg).items() if k != "threads" and not (k in OPT_IN_KNOBS and not v)}
+    The OPT_IN_KNOBS enter only when not at their old value, so the keys of models trained before the
+    knobs existed stay valid."""
+    return {
+        k: v
+        for k, v in asdict(cfg).items()
+        if k != "threads" and not (k in OPT_IN_KNOBS and v == OPT_IN_KNOBS[k])
+    }
 
 
-OPT_IN_KNOBS = ("rope", "high_noise")
+OPT_IN_KNOBS: dict[str, object] = {"rope": False, "high_noise": 0.0, "pre_tokenizer": "gpt2"}
 """Training knobs added after models were cached: in a cache key only when set."""
 
 

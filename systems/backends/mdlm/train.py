@@ -56,6 +56,8 @@ class TrainConfig:
     d_ff: int = 384
     rope: bool = False
     """Rotary position embeddings in attention (model.ModelConfig.rope)."""
+    pre_tokenizer: str = "gpt2"
+    """How the BPE splits text before merging (tokenizer.pre_tokenizer: `gpt2` or `phrase`)."""
     max_prompt_tokens: int = 64
     max_response_tokens: int = 256
     max_slot_tokens: int = 24
@@ -139,7 +141,7 @@ def prepare(spec: TaskSpec, cfg: TrainConfig, tok: BPETokenizer | None = None) -
         texts += [render_prompt(training_parts(spec, r, rng)) for r in spec.references]
         texts += [n.text for ns in notes.values() for n in ns]
         texts += [p for p in item_prompts(spec) if p is not None]
-        tok = train_bpe(texts, cfg.vocab_size)
+        tok = train_bpe(texts, cfg.vocab_size, cfg.pre_tokenizer)
     plan = SkeletonPlan(spec.schema, spec.references, lambda s: len(tok.encode(s)), cfg.max_slot_tokens)
     nat = sorted(len(tok.encode(record_text(r))) + 1 for r in spec.references)
     q95 = nat[min(len(nat) - 1, int(0.95 * len(nat)))]
