@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from pathlib import Path
@@ -127,8 +128,6 @@ def test_length_first_generation_stops_exactly_at_the_drawn_length(tmp_path: Pat
 
 @needs_data
 def test_competence_benchmark_counts_parse_and_validity_like_an_independent_recount(tmp_path: Path) -> None:
-    import json
-
     import jsonschema
 
     from bench.tasks import load_task
@@ -151,3 +150,30 @@ def test_competence_benchmark_counts_parse_and_validity_like_an_independent_reco
     valid = sum(1 for x in objects if not list(jsonschema.Draft202012Validator(spec.schema).iter_errors(x)))
     assert r["schema_valid"] == valid / 12
     assert r["ended_in_first_quarter"] == sum(len(t) < 250 for t in r["texts"]) / 12
+    assert r["copied"] == sum(any(x == ref for ref in spec.references) for x in objects) / 12
+
+
+def test_a_reference_verbatim_is_a_copy_whatever_its_key_order_and_spacing() -> None:
+    from benchmarks.diffusion.competence import canonical
+
+    ref = {"question": "Why?", "answers": ["a", "b"], "n": 1}
+    again = json.loads('{"n": 1,   "answers": ["a", "b"], "question": "Why?"}')
+    assert canonical(again) == canonical(ref)
+    assert canonical({**ref, "answers": ["b", "a"]}) != canonical(ref)  # list order is content
+
+
+def test_new_content_counts_what_one_pass_committed_besides_eos() -> None:
+    """The trace's first-commit column, against a hand count on canvases built from a real tokenizer."""
+    from benchmarks.diffusion.competence import new_content
+    from systems.backends.mdlm.tokenizer import train_bpe
+
+    tok = train_bpe(['{"q": "in the Portrait of Henry"}'] * 4, 300, "phrase")
+    m, e = tok.mask_id, tok.eos_id
+    a, b = tok.encode("Henry")[0], tok.encode('{"')[0]
+    before = torch.tensor([[m, m, m, m, e], [m, m, m, m, m], [m, a, m, m, m]])
+    after = torch.tensor([[m, a, m, e, e], [b, m, a, m, e], [m, a, b, m, m]])
+    # fresh content: row 0 pos 1 (a); row 1 pos 0 (b), pos 2 (a); row 2 pos 2 (b); row 2 pos 1 was already there
+    assert new_content(tok, before, after) == sorted(
+        [(tok.token_text(a), 2, 1.5), (tok.token_text(b), 2, 1.0)], key=lambda r: r[0]
+    )
+    assert new_content(tok, after, after) == []
