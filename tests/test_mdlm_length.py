@@ -177,3 +177,30 @@ def test_new_content_counts_what_one_pass_committed_besides_eos() -> None:
         [(tok.token_text(a), 2, 1.5), (tok.token_text(b), 2, 1.0)], key=lambda r: r[0]
     )
     assert new_content(tok, after, after) == []
+
+
+def test_slot_probe_masks_exactly_the_value_tokens_and_finds_the_field_s_first_one() -> None:
+    """benchmarks.diffusion.slot_probe: every character of every value (quotes included) lies in a masked
+    token, no visible token holds one, and the probed token is where the field's value text starts."""
+    from benchmarks.diffusion.slot_probe import value_masked, with_line
+    from systems.backends.mdlm.tokenizer import train_bpe
+
+    rec = {"arriveBy": "08:06", "day": "saturday", "price": "12.80 pounds", "n": 3}
+    text = json.dumps(rec)
+    tok = train_bpe([text] * 4 + ['{"day": "sunday"}'] * 4, 320)
+    ids, in_value, first = value_masked(tok, rec, "day")
+    pieces = [tok.token_text(i) for i in ids]
+    assert "".join(pieces) == text
+    value_chars = set()  # independent: find each value's JSON text after its key
+    for k, v in rec.items():
+        at = text.index(f'"{k}": ') + len(f'"{k}": ')
+        value_chars |= set(range(at, at + len(json.dumps(v))))
+    pos = 0
+    for piece, masked in zip(pieces, in_value, strict=True):
+        span = set(range(pos, pos + len(piece)))
+        assert masked == bool(span & value_chars), piece
+        pos += len(piece)
+    day_start = text.index('"saturday"') + 1
+    assert sum(map(len, pieces[:first])) <= day_start < sum(map(len, pieces[: first + 1]))
+    assert with_line("Instruction\nFields: a", "Note.") == "Instruction\nNote.\nFields: a"
+    assert with_line("Instruction", "Note.") == "Instruction\nNote."
