@@ -167,7 +167,8 @@ def train_key(cfg: TrainConfig) -> JSON:
 
 
 OPT_IN_KNOBS: dict[str, object] = {"rope": False, "high_noise": 0.0, "pre_tokenizer": "gpt2"}
-"""Training knobs added after models were cached: in a cache key only when set."""
+"""Training knobs added after models were cached, with the value every older model was trained at: a
+knob enters the cache key only when set to something else."""
 
 
 def data_fingerprint(spec: TaskSpec) -> str:

@@ -3,6 +3,7 @@
 Byte-level BPE (GPT-2 pre-tokenisation: letter runs with their leading space, digit runs, punctuation
 runs, whitespace) keeps a MultiWOZ record at ~60 tokens with a 1024-id vocabulary and round-trips any
 text (unseen characters fall back to byte tokens). Five special tokens come first, at ids 0..4.
+`pre_tokenizer("phrase")` is the opt-in alternative whose merges cross spaces (see its docstring).
 
 Determinism: `BpeTrainer` breaks count ties by the pair's ids, and without a continuing-subword prefix
 every id it assigns comes from the sorted byte alphabet or an earlier merge, so the same texts in the
