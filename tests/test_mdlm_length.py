@@ -154,7 +154,7 @@ def test_competence_benchmark_counts_parse_and_validity_like_an_independent_reco
 
 
 def test_a_reference_verbatim_is_a_copy_whatever_its_key_order_and_spacing() -> None:
-    from benchmarks.diffusion.competence import canonical
+    from metrics.records import canonical  # what the competence benchmark's copy count compares
 
     ref = {"question": "Why?", "answers": ["a", "b"], "n": 1}
     again = json.loads('{"n": 1,   "answers": ["a", "b"], "question": "Why?"}')

@@ -31,19 +31,15 @@ from bench.context import default_cache_dir
 from bench.tasks import load_task
 from benchmarks.diffusion.steering import _OneBackend
 from metrics.extract import extract_record
+from metrics.records import canonical
 from systems.backends.mdlm import EmbeddedMDLMBackend
 from systems.llada import LLaDASystem
-
-
-def canonical(record: Any) -> str:
-    """A record's identity for the copy count: key order and spacing do not make a record new."""
-    return json.dumps(record, sort_keys=True, ensure_ascii=False)
 
 
 def measure(spec: Any, ctx: Any, system: dict, n: int, seeds: int, window_chars: float) -> dict:
     """parse / valid / length / copies of `n` x `seeds` `llada` records with `system` params."""
     validator = jsonschema.Draft202012Validator(spec.schema)
-    trained_on = {canonical(r) for r in spec.references}
+    trained_on = {canonical(r) for r in spec.references}  # key order and spacing do not make a record new
     parsed = valid = short = copied = 0
     lengths: list[int] = []
     texts: list[str] = []

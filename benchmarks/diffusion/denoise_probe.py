@@ -27,7 +27,7 @@ import torch
 
 from bench.context import default_cache_dir
 from bench.tasks import load_task
-from systems.backends.llada_sampler import left_pad
+from benchmarks.diffusion.canvas import PromptCanvas
 from systems.backends.mdlm import EmbeddedMDLMBackend
 from systems.llada import LLaDASystem
 
@@ -60,25 +60,18 @@ def masks(canvas: str, length: int, gen: torch.Generator) -> tuple[torch.Tensor,
     return masked, scored
 
 
-@torch.no_grad()
 def accuracy(be: Any, spec: Any, prompt: str, canvas: str, seed: int = 0) -> float:
     """Mean over references of the share of scored positions the argmax gets right."""
-    tok, width = be.tok, be.response_length
     gen = torch.Generator().manual_seed(seed)
-    ids, pmask = left_pad([be._window(prompt)], tok.pad_id, width=be.params.max_prompt_tokens)
-    p = ids.shape[1]
-    model = be._conditioned([prompt])
-    attn = torch.cat([pmask, torch.ones((1, width), dtype=torch.bool)], dim=1)
+    behind = PromptCanvas(be, prompt)
     scores = []
     for record in spec.references:
-        resp = tok.encode(json.dumps(record, ensure_ascii=False)) + [tok.eos_id]
-        target = torch.tensor((resp + [tok.eos_id] * width)[:width])
-        masked, scored = masks(canvas, width, gen)
+        resp = be.tok.encode(json.dumps(record, ensure_ascii=False)) + [be.tok.eos_id]
+        masked, scored = masks(canvas, behind.width, gen)
         if not bool(scored.any()):
             continue
-        x = torch.cat([ids, torch.where(masked, tok.mask_id, target).unsqueeze(0)], dim=1)
-        pred = model(x, attn)[0, p:].argmax(-1)
-        scores.append(float((pred == target)[scored].float().mean()))
+        pred = behind.logits(resp, masked).argmax(-1)
+        scores.append(float((pred == behind.target(resp))[scored].float().mean()))
     return statistics.fmean(scores)
 
 

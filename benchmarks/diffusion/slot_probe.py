@@ -27,7 +27,7 @@ import torch
 
 from bench.context import default_cache_dir
 from bench.tasks import load_task
-from systems.backends.llada_sampler import left_pad
+from benchmarks.diffusion.canvas import PromptCanvas
 from systems.backends.mdlm import EmbeddedMDLMBackend
 from systems.llada import LLaDASystem
 
@@ -59,17 +59,11 @@ def value_masked(tok: Any, record: dict, field: str) -> tuple[list[int], list[bo
     return ids, in_value, first
 
 
-@torch.no_grad()
-def slot_distribution(be: Any, prompt: str, record: dict, field: str) -> torch.Tensor:
+def slot_distribution(behind: PromptCanvas, record: dict, field: str) -> torch.Tensor:
     """p(token) at `field`'s first value token, every value token masked."""
-    tok, width = be.tok, be.response_length
-    ids, in_value, first = value_masked(tok, record, field)
-    target = torch.tensor((ids + [tok.eos_id] * width)[:width])
-    masked = torch.tensor((in_value + [False] * width)[:width])
-    pids, pmask = left_pad([be._window(prompt)], tok.pad_id, width=be.params.max_prompt_tokens)
-    attn = torch.cat([pmask, torch.ones((1, width), dtype=torch.bool)], dim=1)
-    x = torch.cat([pids, torch.where(masked, tok.mask_id, target).unsqueeze(0)], dim=1)
-    return be._conditioned([prompt])(x, attn)[0, pids.shape[1] + first].softmax(-1)
+    ids, in_value, first = value_masked(behind.tok, record, field)
+    masked = torch.tensor((in_value + [False] * behind.width)[: behind.width])
+    return behind.logits(ids, masked)[first].softmax(-1)
 
 
 def group_share(be: Any, spec: Any, prompt: str, field: str, group: set[str], n: int) -> float:
@@ -79,9 +73,10 @@ def group_share(be: Any, spec: Any, prompt: str, field: str, group: set[str], n:
         firsts.setdefault(be.tok.encode(str(r[field]))[0], set()).add(str(r[field]))
     good = [t for t, vs in firsts.items() if vs <= group]
     every = list(firsts)
+    behind = PromptCanvas(be, prompt)
     shares = []
     for r in [r for r in spec.references if field in r][:n]:
-        p = slot_distribution(be, prompt, r, field)
+        p = slot_distribution(behind, r, field)
         shares.append(float(p[good].sum() / p[every].sum().clamp_min(1e-12)))
     return statistics.fmean(shares)
 
