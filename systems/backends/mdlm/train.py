@@ -9,8 +9,8 @@ their EOS, so the model never learns to stop mid-record) or its padded-slot skel
 Prompts carry instructions, field lists, few-shot examples, `field: value` hints (with swaps) and
 natural-language notes (systems/diffusion_notes.py) made true of the record by counterfactual edits.
 A noise level t ~ U(eps, 1) (optionally more rows near 1: `TrainConfig.high_noise`) masks each
-maskable response position with probability t; the loss is the cross-entropy on masked positions weighted 1/t and divided by the
-number of maskable positions (LLaDA Eq. 5). Everything is seeded; steps are fixed (no wall-clock
+maskable response position with probability t; the loss is the cross-entropy on masked positions
+weighted 1/t and divided by the number of maskable positions (LLaDA Eq. 5). Everything is seeded; steps are fixed (no wall-clock
 stopping) so the same data, config and seed give the same weights.
 """
 
