@@ -315,6 +315,106 @@ def test_copy_head_loss_path_equals_the_full_distribution() -> None:
     assert torch.allclose(fast, full, atol=1e-5)
 
 
+@pytest.mark.parametrize(("sentinel", "translate"), [(True, False), (False, True), (True, True)])
+def test_sentinel_and_translate_heads_train_on_the_distribution_they_sample(
+    sentinel: bool, translate: bool
+) -> None:
+    """The training paths (`target_log_probs`, `translate_log_probs`) read the distribution `forward`
+    normalises; with the sentinel a prompt with nothing to copy leaves all mass to the vocabulary."""
+    torch.manual_seed(3)
+    cfg = ModelConfig(
+        vocab_size=40, max_len=20, d_model=16, n_layers=2, n_heads=2, d_ff=32, prompt_width=8,
+        sentinel=sentinel, translate=translate,
+    )  # fmt: skip
+    m = MaskedDiffusionTransformer(cfg).eval()
+    with torch.no_grad():
+        for p in m.parameters():  # away from the zero-initialised translation, so every term counts
+            p.add_(0.3 * torch.randn_like(p))
+        m.copyable[10:15] = False
+    x = torch.randint(5, 40, (3, 20))
+    x[0, :3] = 0
+    attn = x != 0
+    where = torch.zeros_like(x, dtype=torch.bool)
+    where[:, 8:] = torch.rand(3, 12) < 0.6
+    targets = torch.randint(5, 40, (int(where.sum()),))
+    full = m(x, attn).log_softmax(-1)
+    assert torch.allclose(full.exp().sum(-1), torch.ones(3, 20), atol=1e-5)
+    picked = full[where].gather(-1, targets[:, None]).squeeze(-1)
+    if translate:
+        lp, lt, g = m.translate_log_probs(x, attn, where, targets)
+        assert bool(((g > 0) & (g < 1)).all()) and bool((lt <= 0).all())
+        structure = (targets >= 10) & (targets < 15)
+        assert bool(structure.any()) and bool((lt[structure] < -27).all())  # translations: content only
+    else:
+        lp = m.target_log_probs(x, attn, where, targets)
+    assert torch.allclose(lp, picked, atol=1e-5)
+    hn = torch.randn(3, 5, 16)
+    attn, gate, keep = m._pointer(torch.full((3, 5, 8), -torch.inf), hn)  # no prompt token to copy
+    assert torch.equal(attn * gate, torch.zeros(3, 5, 8))
+    assert torch.allclose(keep, torch.ones(3, 5, 1)) if sentinel else bool((keep < 1).all())
+
+
+def test_a_translation_reweights_the_head_s_candidates_and_cannot_veto_them() -> None:
+    """With the router fully open, every token keeps at least TRANSLATE_FLOOR / V of the probability the
+    head without translation gives it (model._head), so a sure copy survives any translation, and
+    structure tokens keep exactly theirs."""
+    from systems.backends.mdlm.model import TRANSLATE_FLOOR
+
+    torch.manual_seed(4)
+    base_cfg = ModelConfig(
+        vocab_size=40, max_len=20, d_model=16, n_layers=2, n_heads=2, d_ff=32, prompt_width=8, sentinel=True
+    )
+    m = MaskedDiffusionTransformer(ModelConfig(**{**base_cfg.to_json(), "translate": True})).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+        m.route.bias.fill_(50.0)  # g = 1 everywhere
+        m.copyable[10:15] = False  # structure tokens
+    base = MaskedDiffusionTransformer(base_cfg).eval()
+    missing = base.load_state_dict(m.state_dict(), strict=False)
+    assert not missing.missing_keys  # the same head, without the translate route
+    x = torch.randint(5, 40, (4, 20))
+    attn = torch.ones_like(x, dtype=torch.bool)
+    p_base = base(x, attn).softmax(-1)
+    p = m(x, attn).softmax(-1)
+    assert bool((p >= p_base * TRANSLATE_FLOOR / 40 - 1e-7).all())
+    structure = ~m.copyable
+    assert torch.allclose(p[..., structure], p_base[..., structure], atol=1e-6)  # values only
+    assert not torch.allclose(p, p_base, atol=1e-3)  # and it does re-weight them
+
+
+@needs_data
+def test_named_positions_are_the_first_token_of_a_value_a_set_note_names() -> None:
+    """The translate route is supervised at the first token of each value a set note constrains: the
+    record text before it ends with that field's key, and the prompt window names the field."""
+    import re
+
+    from systems.backends.mdlm.train import TrainConfig, make_batch, prepare
+
+    spec = load("multiwoz/train")
+    cfg = TrainConfig(
+        vocab_size=400, note_kinds=("set",), note_prob=1.0, note_pool=200, max_prompt_tokens=160
+    )
+    prep = prepare(spec, cfg)
+    rng = random.Random(0)
+    rows = named = 0
+    for _ in range(3):
+        batch = make_batch(prep, spec, cfg, rng)
+        assert batch.named is not None
+        P = cfg.max_prompt_tokens
+        for b in range(batch.ids.shape[0]):
+            prompt = prep.tok.decode(t for t in batch.ids[b, :P].tolist() if t >= 5)
+            for i in batch.named[b].nonzero().flatten().tolist():
+                before = prep.tok.decode(t for t in batch.ids[b, P:i].tolist() if t >= 5)
+                key = re.search(r'"(\w+)": "?$', before)
+                assert key is not None, before
+                assert key.group(1) in prompt
+                assert bool(batch.maskable[b, i])
+                named += 1
+            rows += 1
+    assert named >= rows // 4  # set notes are in every prompt; skeleton rows and failed edits have none
+
+
 @needs_data
 def test_swapped_hints_agree_with_the_record_they_train_on() -> None:
     from systems.skeleton_prompt import hint_text, leaf_items, training_example, value_pools

@@ -73,6 +73,12 @@ class MDLMParams(BaseModel):
     max_response_tokens: int = Field(256, ge=8, description="Cap on the response window")
     max_slot_tokens: int = Field(24, ge=1, description="Cap on one skeleton slot's token budget")
     copy_head: bool = Field(True, description="pointer-generator copy head over prompt tokens (steerability)")
+    copy_sentinel: bool = Field(
+        False, description="the copy head's gate is a sentinel in its attention (pointer sentinel mixture)"
+    )
+    translate_head: bool = Field(
+        False, description="the copy head may also translate a prompt token into a learned distribution"
+    )
     hint_swap: float = Field(
         0.5, ge=0, le=1, description="per-hint chance training swaps in another reference's value"
     )
@@ -137,6 +143,8 @@ class MDLMParams(BaseModel):
             skeleton_fraction=self.skeleton_fraction,
             high_noise=self.high_noise,
             copy_head=self.copy_head,
+            copy_sentinel=self.copy_sentinel,
+            translate_head=self.translate_head,
             hint_swap=self.hint_swap,
             hint_weight=self.hint_weight,
             steps=self.train_steps,
@@ -166,7 +174,13 @@ def train_key(cfg: TrainConfig) -> JSON:
     }
 
 
-OPT_IN_KNOBS: dict[str, object] = {"rope": False, "high_noise": 0.0, "pre_tokenizer": "gpt2"}
+OPT_IN_KNOBS: dict[str, object] = {
+    "rope": False,
+    "high_noise": 0.0,
+    "pre_tokenizer": "gpt2",
+    "copy_sentinel": False,
+    "translate_head": False,
+}
 """Training knobs added after models were cached, with the value every older model was trained at: a
 knob enters the cache key only when set to something else."""
 

@@ -29,6 +29,8 @@ The model reads a prompt through two channels (mdlm-9):
   body's output at a value slot does not depend on the prompt at all (a model without the copy head
   ignores even a `day: "saturday"` hint), so what reads the prompt is the copy head. At 3600 steps
   the body learned it in one of two builds (then a weekend note steers as a hint does), not in the other.
+  The opt-in translating copy (`translate_head`, model.MaskedDiffusionTransformer._translation) gives a
+  described group its own one-lookup route: it reads " weekend" and writes saturday or sunday.
 
 Why a vector per line rather than more tokens: mdlm-7/8 gave the model the whole prompt as 256 tokens
 and, in 900 steps, it learned to copy from `key: "value"` lines but not to read sentences (a noted

@@ -38,6 +38,11 @@ class ModelConfig:
     line_dim: int = 384
     rope: bool = False
     """Rotary position embeddings on queries and keys (as LLaDA), on top of the learned absolute ones."""
+    sentinel: bool = False
+    """The copy head's gate is a sentinel key in its attention (model._pointer), not a gate of the state."""
+    translate: bool = False
+    """The copy head may also emit a learned distribution per prompt token it attends to (a translating
+    copy: "weekend" in a note to saturday or sunday); needs prompt_width > 0."""
 
     def to_json(self) -> dict[str, int | float]:
         return asdict(self)
@@ -112,6 +117,14 @@ class Block(nn.Module):
         return h, kv
 
 
+TRANSLATE_FLOOR = 0.5
+"""Share of a uniform distribution in the translation the product multiplies by (model._head): the
+translation re-weights the candidates the rest of the head proposes and cannot veto them. Without it a
+router that also opened on a hint line (`day: "saturday"`, whose word's translation was never trained)
+took the hinted day from 0.997 to 0.305 in the slot probe; with it a copy the head is sure of survives
+any translation, and a structure token the translation (content only) gives 0 keeps its mass."""
+
+
 class MaskedDiffusionTransformer(nn.Module):
     """Token + position embeddings, bidirectional blocks, tied output head."""
 
@@ -132,6 +145,16 @@ class MaskedDiffusionTransformer(nn.Module):
             # each id's variant without its leading space: " norwich" in a note is `norwich` in JSON
             self.register_buffer("alternate", torch.arange(cfg.vocab_size, dtype=torch.long))
             self.copy_alt = nn.Linear(cfg.d_model, 1)
+            if cfg.translate:
+                # translate attention: which prompt word a position reads a described group from
+                self.trans_q = nn.Linear(cfg.d_model, cfg.d_model)
+                self.trans_k = nn.Linear(cfg.d_model, cfg.d_model)
+                # what that word names: its id ("weekend") plus what its context adds (its state)
+                self.trans_tok = nn.Embedding(cfg.vocab_size, cfg.d_model)
+                self.trans_out = nn.Linear(cfg.d_model, cfg.d_model)
+                nn.init.zeros_(self.trans_tok.weight)
+                # the router: does a note constrain this position (its state and what it read)?
+                self.route = nn.Linear(2 * cfg.d_model, 1)
         if cfg.line_slots > 0:
             self.line_proj = nn.Linear(cfg.line_dim, cfg.d_model)
             self.line_tok_proj = nn.Linear(cfg.line_dim, cfg.d_model, bias=False)  # no line: adds 0
@@ -159,32 +182,91 @@ class MaskedDiffusionTransformer(nn.Module):
         return self.tok(x) + self.pos(pos)
 
     def _head(
-        self, h: torch.Tensor, prompt: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
-    ) -> torch.Tensor:
+        self,
+        h: torch.Tensor,
+        prompt: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+        parts: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Vocabulary logits; with the copy head, log of a mixture of vocabulary and copy distributions.
 
         `prompt` = (prompt hidden states (b, P, d), prompt ids (b, P), prompt key mask (b, P)). Copying
         makes following a `field: value` hint a one-step lookup that a small model learns in minutes; a
         pure vocabulary head has to route the value through every layer and did not learn it in budget.
         The result is normalised log-probabilities, so softmax / cross-entropy treat it like logits.
+
+        With `translate`, a router gate g mixes in the product of that distribution p with the
+        translation t of the prompt word the position reads (`_translation`), floored and confined to
+        content tokens: q = p * t' re-normalised to p's content mass, t' = (1 - TRANSLATE_FLOOR) t +
+        TRANSLATE_FLOOR / V, and q = p on structure tokens; the result is log((1 - g) p + g q). So a
+        translation chooses among values and never decides whether a value or a quote comes next: a
+        build whose product spanned every token wrote `" "":":cambridge` where the router opened at a
+        key, and parsed 0.062.
+        `parts` also returns (t, g), which training supervises (train._steps).
         """
         hn = self.ln_f(h)
         logits = hn @ self.tok.weight.T
         if prompt is None or self.cfg.prompt_width == 0:
             return logits
         ph, pids, pmask = prompt
+        hp = self.ln_f(ph)
         q = self.copy_q(hn)
-        k = self.copy_k(self.ln_f(ph))
+        k = self.copy_k(hp)
         scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
-        scores = scores.masked_fill(~pmask[:, None, :], -torch.inf)
-        attn = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+        attn, gate, keep = self._pointer(scores.masked_fill(~pmask[:, None, :], -torch.inf), hn)
         a = torch.sigmoid(self.copy_alt(hn))
         index = pids[:, None, :].expand(-1, h.shape[1], -1)
         p_copy = torch.zeros_like(logits).scatter_add_(-1, index, attn * (1 - a))
         p_copy = p_copy.scatter_add_(-1, self.alternate[index], attn * a)
-        gate = torch.sigmoid(self.copy_gate(hn))
-        mix = (1 - gate) * torch.softmax(logits, dim=-1) + gate * p_copy
-        return torch.log(mix.clamp_min(1e-12))
+        mix = keep * torch.softmax(logits, dim=-1) + gate * p_copy
+        if not self.cfg.translate:
+            return torch.log(mix.clamp_min(1e-12))
+        t, g = self._translation(hn, hp, pids, pmask)
+        content = self.copyable
+        poe = mix * ((1 - TRANSLATE_FLOOR) * t + TRANSLATE_FLOOR / t.shape[-1]) * content
+        poe = poe * ((mix * content).sum(-1, keepdim=True) / poe.sum(-1, keepdim=True).clamp_min(1e-12))
+        poe = torch.where(content, poe, mix)
+        out = torch.log(((1 - g) * mix + g * poe).clamp_min(1e-12))
+        return (out, t, g) if parts else out
+
+    def _translation(
+        self, hn: torch.Tensor, hp: torch.Tensor, pids: torch.Tensor, pmask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(t (b, L, V), g (b, L, 1)): the translation a position reads from the prompt, and the router.
+
+        A set note names values by a description ("a weekend day"): nothing in it can be copied, and in
+        900 steps the transformer body never learns to read it (benchmarks.diffusion.slot_probe). The
+        translate attention picks a prompt word (alpha over content tokens); that word's translation is
+        a distribution over content tokens, from its id (what the word means) plus its state (what its
+        line adds). g says whether a note constrains this position at all, from the position's state and
+        the state it read; both are trained on where set notes constrain the record (train._steps), so a
+        rare note kind gets the signal a likelihood mixture would give it only once g is already open.
+        """
+        q, k = self.trans_q(hn), self.trans_k(hp)
+        scores = (q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])).masked_fill(~pmask[:, None, :], -torch.inf)
+        alpha = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # (b, L, P)
+        words = (self.trans_tok(pids) + self.trans_out(hp)) @ self.tok.weight.T
+        words = torch.softmax(words.masked_fill(~self.copyable, -torch.inf), dim=-1)  # (b, P, V)
+        g = torch.sigmoid(self.route(torch.cat([hn, alpha @ hp], dim=-1)))
+        return alpha @ words, g
+
+    def _pointer(
+        self, scores: torch.Tensor, hn: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(copy attention (..., P), copy gate (..., 1), weight kept by the vocabulary head (..., 1)) from
+        the copy scores, masked with -inf, and the normalised states `hn` (..., d): the head's
+        distribution is keep * vocabulary + gate * sum_j attention_j * copy of token j.
+
+        Without `sentinel` a gate from the state alone splits the mass (keep = 1 - gate): it cannot know
+        whether the prompt holds anything to copy, since the state of a value slot does not depend on
+        the prompt (benchmarks.diffusion.slot_probe). With it the gate is a sentinel key in the copy
+        softmax (pointer sentinel mixture, Merity et al. 2016): the vocabulary keeps what no prompt
+        token wins, so a note or hint that matches the slot takes the mass and a prompt without one
+        leaves it alone (the attention then carries the copy mass itself, gate = 1)."""
+        if not self.cfg.sentinel:
+            gate = torch.sigmoid(self.copy_gate(hn))
+            return torch.softmax(scores, dim=-1).nan_to_num(0.0), gate, 1 - gate
+        both = torch.softmax(torch.cat([self.copy_gate(hn), scores], dim=-1), dim=-1)
+        return both[..., 1:], torch.ones_like(both[..., :1]), both[..., :1]
 
     def _prompt_of(self, x: torch.Tensor, h: torch.Tensor, attention_mask: torch.Tensor | None):  # noqa: ANN202
         w = self.cfg.prompt_width
@@ -245,6 +327,7 @@ class MaskedDiffusionTransformer(nn.Module):
         The same distribution as `forward`, evaluated only where the loss needs it: the vocabulary head
         runs on the selected rows and the copy term is a sum over prompt columns holding the target, so
         the (b, L, V) copy scatter and mixture of `_head` are never built: a training step is ~1.4x faster.
+        (With `translate` use `translate_log_probs`, which needs the whole distribution for its product.)
         """
         h = self.hidden(x, attention_mask, lines)
         rows, cols = where.nonzero(as_tuple=True)
@@ -258,15 +341,30 @@ class MaskedDiffusionTransformer(nn.Module):
         k = self.copy_k(self.ln_f(ph))  # (b, P, d)
         q = self.copy_q(hn)  # (n, d)
         scores = torch.bmm(k[rows], q[:, :, None]).squeeze(-1) / math.sqrt(q.shape[-1])
-        scores = scores.masked_fill(~pmask[rows], -torch.inf)
-        attn = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+        attn, gate, keep = self._pointer(scores.masked_fill(~pmask[rows], -torch.inf), hn)
         a = torch.sigmoid(self.copy_alt(hn))
         src = pids[rows]
         p_copy = (
             attn * ((1 - a) * (src == targets[:, None]) + a * (self.alternate[src] == targets[:, None]))
         ).sum(-1)
-        gate = torch.sigmoid(self.copy_gate(hn)).squeeze(-1)
-        return torch.log(((1 - gate) * lp_vocab.exp() + gate * p_copy).clamp_min(1e-12))
+        return torch.log((keep.squeeze(-1) * lp_vocab.exp() + gate.squeeze(-1) * p_copy).clamp_min(1e-12))
+
+    def translate_log_probs(
+        self,
+        x: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        where: torch.Tensor,
+        targets: torch.Tensor,
+        lines: Lines | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For a `translate` model, at the positions `where` selects (in `where.nonzero()` order): log
+        p(targets), log t(targets) (the translation alone) and the router's g (n,)."""
+        h = self.hidden(x, attention_mask, lines)
+        out, t, g = self._head(h, self._prompt_of(x, h, attention_mask), parts=True)
+        rows, cols = where.nonzero(as_tuple=True)
+        lp = out[rows, cols].gather(-1, targets[:, None]).squeeze(-1)
+        lt = torch.log(t[rows, cols].gather(-1, targets[:, None]).squeeze(-1).clamp_min(1e-12))
+        return lp, lt, g[rows, cols, 0]
 
     def forward(
         self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, lines: Lines | None = None

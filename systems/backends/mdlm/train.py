@@ -75,6 +75,11 @@ class TrainConfig:
     The sampler's first, irrevocable commits are made at high noise, where a uniform draw gives few rows
     (docs/systems-diffusion.md, the `high_noise` bullet under competence); 0 keeps LLaDA's uniform draw exactly."""
     copy_head: bool = True
+    copy_sentinel: bool = False
+    """The copy head's gate is a sentinel in its attention (model.MaskedDiffusionTransformer._pointer)."""
+    translate_head: bool = False
+    """The copy head may also translate an attended prompt token into a learned distribution
+    (model.ModelConfig.translate): the route a set note's description takes to the values it names."""
     hint_swap: float = 0.5
     """Per-hint probability that training swaps in another reference's value (see training_example)."""
     hint_weight: float = 3.0
@@ -308,6 +313,9 @@ class Batch:
     maskable: torch.Tensor
     weight: torch.Tensor
     lines: Lines | None
+    named: torch.Tensor | None = None
+    """(B, P+R) bool: the first response token of each value a set note names by description, where
+    the translate route is supervised (`_steps`); None when no example has one."""
 
 
 def make_batch(
@@ -326,6 +334,7 @@ def make_batch(
     attn = torch.zeros((B, P + R), dtype=torch.bool)
     maskable = torch.zeros((B, P + R), dtype=torch.bool)
     weight = torch.ones((B, P + R))
+    named = torch.zeros((B, P + R), dtype=torch.bool)
     questions = item_prompts(spec)
     k = rng.choice((1, 2, 2)) if rng.random() < cfg.example_prob else 0
     texts, token_lines = [], []
@@ -371,12 +380,19 @@ def make_batch(
                 weight[b, P + i] = cfg.hint_weight
             for i in hinted_positions(tok, resp, rec, noted_values(notes, rec)):
                 weight[b, P + i] = max(float(weight[b, P + i]), cfg.note_weight)
+            shown = tok.decode([t for t in p if t >= len(SPECIALS)])  # the window the route reads
+            for n in notes:
+                if n.kind != "set" or n.text not in shown:
+                    continue
+                spelled = hinted_positions(tok, resp, rec, noted_values([n], rec))
+                if spelled:
+                    named[b, P + min(spelled)] = True
         resp = resp + [tok.eos_id] * (R - len(resp))
         ids[b, P:] = torch.tensor(resp)
     lines = (
         line_batch(texts, cfg.line_slots, embedder, token_lines, P) if cfg.line_slots and embedder else None
     )
-    return Batch(ids, attn, maskable, weight, lines)
+    return Batch(ids, attn, maskable, weight, lines, named if bool(named.any()) else None)
 
 
 def copy_alternates(tok: BPETokenizer) -> torch.Tensor:
@@ -440,6 +456,8 @@ def _train(
         n_heads=cfg.n_heads,
         d_ff=cfg.d_ff,
         rope=cfg.rope,
+        sentinel=cfg.copy_sentinel and cfg.copy_head,
+        translate=cfg.translate_head and cfg.copy_head,
     )
     model = MaskedDiffusionTransformer(mcfg)
     if cfg.copy_head:
@@ -484,6 +502,31 @@ def noise_levels(rows: int, cfg: TrainConfig, gen: torch.Generator) -> torch.Ten
     return torch.where(high, HIGH_NOISE_FROM + (1 - HIGH_NOISE_FROM) * t, t)
 
 
+def translate_loss(
+    lt: torch.Tensor,
+    g: torch.Tensor,
+    named: torch.Tensor | None,
+    masked: torch.Tensor,
+    weights: torch.Tensor,
+    denom: torch.Tensor,
+) -> torch.Tensor:
+    """The translate route's supervision, summed over the batch (model._translation).
+
+    Where a set note names the masked value (its first token), the translation alone must give it
+    (-log t, weighted as the token) and the router must open (-log g); elsewhere the router must stay
+    shut (-log(1 - g)). The router's two classes are weighted equally (each a mean, together counted as
+    one example per row): the named positions are about 1 in 500, and a router fit to that prior
+    stayed shut where the note was plain (g 0.02 at the day slot under "The day is a weekend day.",
+    whose translation put 0.84 on saturday or sunday). Without any of this the route is trained only
+    through the mixture, where it never opened (a sentinel-only build put no mass on " weekend").
+    """
+    here = named[masked] if named is not None else torch.zeros_like(g, dtype=torch.bool)
+    bce = torch.nn.functional.binary_cross_entropy(g, here.float(), reduction="none")
+    rows = float(masked.shape[0])
+    route = rows * bce[~here].mean() + (rows * bce[here].mean() if bool(here.any()) else 0.0)
+    return (-lt[here] * weights[here] / denom[here]).sum() + route
+
+
 def _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar, embedder) -> None:  # noqa: ANN001, PLR0913
     """The training loop (seeded, a fixed number of steps); `bar` shows step, loss and ETA."""
     for step in range(cfg.steps):
@@ -495,10 +538,14 @@ def _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar, embedder) -> Non
         t = noise_levels(ids.shape[0], cfg, gen)
         masked = maskable & (torch.rand(ids.shape, generator=gen) < t)
         noisy = torch.where(masked, torch.full_like(ids, prep.tok.mask_id), ids)
-        ce = -model.target_log_probs(noisy, attn, masked, ids[masked], batch.lines)
         weights = (tok_weight / t.expand_as(ids))[masked]
         denom = maskable.sum(dim=1, keepdim=True).clamp_min(1).expand_as(ids)[masked].float()
-        loss = (ce * weights / denom).sum() / ids.shape[0]
+        if model.cfg.translate:
+            lp, lt, g = model.translate_log_probs(noisy, attn, masked, ids[masked], batch.lines)
+            aux_loss = translate_loss(lt, g, batch.named, masked, weights, denom)
+        else:
+            lp, aux_loss = model.target_log_probs(noisy, attn, masked, ids[masked], batch.lines), 0.0
+        loss = ((-lp * weights / denom).sum() + aux_loss) / ids.shape[0]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
