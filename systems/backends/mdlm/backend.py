@@ -74,7 +74,7 @@ class MDLMParams(BaseModel):
     max_slot_tokens: int = Field(24, ge=1, description="Cap on one skeleton slot's token budget")
     copy_head: bool = Field(True, description="pointer-generator copy head over prompt tokens (steerability)")
     copy_sentinel: bool = Field(
-        False, description="the copy head's gate is a sentinel in its attention (pointer sentinel mixture)"
+        False, description="the copy gate is a sentinel key in the copy attention (pointer sentinel mixture)"
     )
     translate_head: bool = Field(
         False, description="the copy head may also translate a prompt token into a learned distribution"

@@ -39,7 +39,7 @@ class ModelConfig:
     rope: bool = False
     """Rotary position embeddings on queries and keys (as LLaDA), on top of the learned absolute ones."""
     sentinel: bool = False
-    """The copy head's gate is a sentinel key in its attention (model._pointer), not a gate of the state."""
+    """The copy head's gate is a sentinel key in its attention (model._pointer), not a function of the state."""
     translate: bool = False
     """The copy head may also emit a learned distribution per prompt token it attends to (a translating
     copy: "weekend" in a note to saturday or sunday); needs prompt_width > 0."""
@@ -261,7 +261,9 @@ class MaskedDiffusionTransformer(nn.Module):
         the prompt (benchmarks.diffusion.slot_probe). With it the gate is a sentinel key in the copy
         softmax (pointer sentinel mixture, Merity et al. 2016): the vocabulary keeps what no prompt
         token wins, so a note or hint that matches the slot takes the mass and a prompt without one
-        leaves it alone (the attention then carries the copy mass itself, gate = 1)."""
+        leaves it alone (the attention then carries the copy mass itself, gate = 1). A variant that kept
+        the state gate beside the sentinel (keep = 1 - gate * (1 - sentinel share)) did worse in three
+        builds (docs/systems-diffusion.md, "A route for set notes")."""
         if not self.cfg.sentinel:
             gate = torch.sigmoid(self.copy_gate(hn))
             return torch.softmax(scores, dim=-1).nan_to_num(0.0), gate, 1 - gate

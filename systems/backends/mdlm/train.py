@@ -76,7 +76,7 @@ class TrainConfig:
     (docs/systems-diffusion.md, the `high_noise` bullet under competence); 0 keeps LLaDA's uniform draw exactly."""
     copy_head: bool = True
     copy_sentinel: bool = False
-    """The copy head's gate is a sentinel in its attention (model.MaskedDiffusionTransformer._pointer)."""
+    """The copy gate is a sentinel key in the copy attention (model.MaskedDiffusionTransformer._pointer)."""
     translate_head: bool = False
     """The copy head may also translate an attended prompt token into a learned distribution
     (model.ModelConfig.translate): the route a set note's description takes to the values it names."""
