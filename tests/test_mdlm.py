@@ -345,6 +345,7 @@ def test_sentinel_and_translate_heads_train_on_the_distribution_they_sample(
         assert bool(((g > 0) & (g < 1)).all()) and bool((lt <= 0).all())
         structure = (targets >= 10) & (targets < 15)
         assert bool(structure.any()) and bool((lt[structure] < -27).all())  # translations: content only
+        assert torch.allclose(m.target_log_probs(x, attn, where, targets), lp)  # one entry for callers
     else:
         lp = m.target_log_probs(x, attn, where, targets)
     assert torch.allclose(lp, picked, atol=1e-5)
@@ -393,7 +394,12 @@ def test_named_positions_are_the_first_token_of_a_value_a_set_note_names() -> No
 
     spec = load("multiwoz/train")
     cfg = TrainConfig(
-        vocab_size=400, note_kinds=("set",), note_prob=1.0, note_pool=200, max_prompt_tokens=160
+        vocab_size=400,
+        note_kinds=("set",),
+        note_prob=1.0,
+        note_pool=200,
+        max_prompt_tokens=160,
+        translate_head=True,
     )
     prep = prepare(spec, cfg)
     rng = random.Random(0)

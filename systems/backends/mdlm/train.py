@@ -315,7 +315,8 @@ class Batch:
     lines: Lines | None
     named: torch.Tensor | None = None
     """(B, P+R) bool: the first response token of each value a set note names by description, where
-    the translate route is supervised (`_steps`); None when no example has one."""
+    the translate route is supervised (`_steps`); None when no example has one or without
+    `translate_head` (other configs do not pay for finding them)."""
 
 
 def make_batch(
@@ -380,13 +381,14 @@ def make_batch(
                 weight[b, P + i] = cfg.hint_weight
             for i in hinted_positions(tok, resp, rec, noted_values(notes, rec)):
                 weight[b, P + i] = max(float(weight[b, P + i]), cfg.note_weight)
-            shown = tok.decode([t for t in p if t >= len(SPECIALS)])  # the window the route reads
-            for n in notes:
-                if n.kind != "set" or n.text not in shown:
-                    continue
-                spelled = hinted_positions(tok, resp, rec, noted_values([n], rec))
-                if spelled:
-                    named[b, P + min(spelled)] = True
+            if cfg.translate_head and any(n.kind == "set" for n in notes):
+                shown = tok.decode([t for t in p if t >= len(SPECIALS)])  # the window the route reads
+                for n in notes:
+                    if n.kind != "set" or n.text not in shown:
+                        continue
+                    spelled = hinted_positions(tok, resp, rec, noted_values([n], rec))
+                    if spelled:
+                        named[b, P + min(spelled)] = True
         resp = resp + [tok.eos_id] * (R - len(resp))
         ids[b, P:] = torch.tensor(resp)
     lines = (
