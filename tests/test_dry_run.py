@@ -147,6 +147,7 @@ def test_the_sequential_aod_suite_gives_every_system_the_long_trained_threshold_
         "aod",
         "aod-norl",
         "aod-static",
+        "aod-scalar",
         "promptbreeder",
         "evoprompt",
         "evoprompt-de",
