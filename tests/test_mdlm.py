@@ -255,6 +255,55 @@ def test_training_is_cached_by_data_config_and_seed(tmp_path: Path) -> None:
 
 
 @needs_data
+def test_the_thread_count_is_part_of_a_trained_models_identity(tmp_path: Path) -> None:
+    """Torch orders float reductions by thread count, so a 2-thread build is another model: it gets its
+    own key, the 1-thread key stays what it always was, and a folder a 2-thread training left under the
+    1-thread key (before threads entered the key) is trained again instead of served."""
+    from systems.backends.mdlm.backend import MDLMParams, train_key
+
+    spec = load("multiwoz/train")
+    one, two = MDLMParams(**TINY), MDLMParams(**(TINY | {"threads": 2}))
+    assert "threads" not in train_key(one.train_config())
+    assert train_key(two.train_config())["threads"] == 2
+    assert EmbeddedMDLMBackend.cache_key(spec, one, 0) != EmbeddedMDLMBackend.cache_key(spec, two, 0)
+    trained_at_two = MDLMParams(**(TINY | {"train_threads": 2}))  # decoding keeps its own threads
+    assert EmbeddedMDLMBackend.cache_key(spec, trained_at_two, 0) == EmbeddedMDLMBackend.cache_key(
+        spec, two, 0
+    )
+    env = SimpleNamespace(cache_dir=tmp_path, task=spec, seed=0)
+    a = EmbeddedMDLMBackend.from_spec({"params": TINY}, env)
+    b = EmbeddedMDLMBackend.from_spec({"params": TINY | {"threads": 2}}, env)
+    assert not b.loaded_from_cache
+    apart = max(
+        (pa - pb).abs().max().item()
+        for pa, pb in zip(a.model.parameters(), b.model.parameters(), strict=True)
+    )
+    assert apart > 0  # the reason for the key: the same config and seed, other weights
+    # a stale folder: the 2-thread model stored under the 1-thread key, as older versions did
+    folder_one = tmp_path / "mdlm" / EmbeddedMDLMBackend.cache_key(spec, one, 0)
+    folder_two = tmp_path / "mdlm" / EmbeddedMDLMBackend.cache_key(spec, two, 0)
+    for name in ("model.pt", "meta.json", "tokenizer.json"):
+        (folder_one / name).write_bytes((folder_two / name).read_bytes())
+    c = EmbeddedMDLMBackend.from_spec({"params": TINY}, env)
+    assert not c.loaded_from_cache
+    assert json.loads((folder_one / "meta.json").read_text())["train_config"]["threads"] == 1
+    for pa, pc in zip(a.model.parameters(), c.model.parameters(), strict=True):
+        assert torch.equal(pa, pc)  # retrained at 1 thread: the first model again, bit for bit
+    assert EmbeddedMDLMBackend.from_spec({"params": TINY}, env).loaded_from_cache
+    assert not [p for p in (tmp_path / "mdlm").iterdir() if p.name.startswith(".")]
+
+
+def test_the_baselines_key_their_training_by_thread_count_too() -> None:
+    from systems.backends.difflm.train import DiffLMTrainConfig
+    from systems.backends.diffusion_lm.train import DLMTrainConfig
+
+    for cfg in (DiffLMTrainConfig, DLMTrainConfig):
+        assert "threads" not in cfg(threads=1).key()
+        assert cfg(threads=2).key()["threads"] == 2
+        assert {k: v for k, v in cfg(threads=2).key().items() if k != "threads"} == cfg(threads=1).key()
+
+
+@needs_data
 def test_generation_accounting_and_knobs(tmp_path: Path) -> None:
     spec = load("multiwoz/train")
     be = EmbeddedMDLMBackend.from_spec(

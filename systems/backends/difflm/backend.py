@@ -55,7 +55,9 @@ class DiffLMParams(BaseModel):
         None, ge=1, description="None = the references' 95th-percentile token length + 16, capped at 512"
     )
     gen_batch_size: int = Field(16, ge=1, description="rows per decoding batch (transport only)")
-    threads: int | None = Field(None, ge=1, description="torch threads (transport only)")
+    threads: int | None = Field(
+        None, ge=1, description="torch threads; for training also in the cache key when not 1"
+    )
 
     def train_config(self) -> DiffLMTrainConfig:
         return DiffLMTrainConfig(

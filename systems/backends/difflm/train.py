@@ -14,7 +14,7 @@ import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -22,7 +22,7 @@ import torch
 from bench.types import JSON, TaskSpec
 from systems.backends.difflm.edm import DenoiserConfig, EDMPrecond, edm_loss
 from systems.backends.difflm.vae import DiffLMVAE, VAEConfig, decoder_nll, decoder_prefix, kl_standard_normal
-from systems.backends.trained_cache import TrainProgress
+from systems.backends.trained_cache import TrainProgress, config_key
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class DiffLMTrainConfig:
     threads: int | None = field(default=1, compare=False, hash=False)
 
     def key(self) -> JSON:
-        return {k: v for k, v in asdict(self).items() if k != "threads"}
+        return config_key(self)  # the thread count only when not 1: it changes the weights
 
 
 def serialise(record: JSON) -> str:

@@ -50,7 +50,9 @@ class DiffusionLMParams(BaseModel):
     sample_steps: int = Field(100, ge=1, description="default sampling steps (respaced from T)")
     clamp: bool = Field(True, description="default: clamp each x_0 prediction to its nearest embedding")
     gen_batch_size: int = Field(32, ge=1, description="rows per sampler batch (transport only)")
-    threads: int | None = Field(None, ge=1, description="torch threads (transport only)")
+    threads: int | None = Field(
+        None, ge=1, description="torch threads; for training also in the cache key when not 1"
+    )
 
     def train_config(self) -> DLMTrainConfig:
         return DLMTrainConfig(

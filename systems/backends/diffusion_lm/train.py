@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -28,12 +28,12 @@ from bench.types import JSON, TaskSpec
 from systems.backends.diffusion_lm.model import DiffusionLM, DLMConfig
 from systems.backends.diffusion_lm.schedule import Schedule
 from systems.backends.diffusion_lm.tokenizer import JSONTokenizer, serialise, train_tokenizer
-from systems.backends.trained_cache import TrainProgress
+from systems.backends.trained_cache import TrainProgress, config_key
 
 
 @dataclass(frozen=True)
 class DLMTrainConfig:
-    """Training knobs (all but `threads` are in the cache key)."""
+    """Training knobs (all in the cache key; `threads` only when not 1)."""
 
     vocab_size: int = 512
     max_len: int = 128
@@ -58,7 +58,7 @@ class DLMTrainConfig:
         return max(1, min(self.train_steps, self.token_budget // (self.batch_size * seq_len)))
 
     def key(self) -> JSON:
-        return {k: v for k, v in asdict(self).items() if k != "threads"}
+        return config_key(self)  # the thread count only when not 1: it changes the weights
 
 
 @dataclass

@@ -126,7 +126,13 @@ class MDLMParams(BaseModel):
         "a departure from LLaDA's sampler, off by default",
     )
     gen_batch_size: int = Field(16, ge=1, description="Rows per sampler batch (transport only)")
-    threads: int | None = Field(None, ge=1, description="torch threads for this backend (transport only)")
+    threads: int | None = Field(None, ge=1, description="torch threads for this backend (and its training)")
+    train_threads: int | None = Field(
+        None,
+        ge=1,
+        description="torch threads while training, if not `threads`; part of the cache key when not 1 "
+        "(the thread count orders float reductions, so it changes the weights)",
+    )
 
     def train_config(self) -> TrainConfig:
         return TrainConfig(
@@ -158,20 +164,23 @@ class MDLMParams(BaseModel):
             note_pool=self.note_pool,
             example_pool=self.example_pool,
             lr=self.lr,
-            threads=self.threads or 1,
+            threads=self.train_threads or self.threads or 1,
         )
 
 
 def train_key(cfg: TrainConfig) -> JSON:
-    """The training config as it enters cache keys (thread count changes speed, not weights).
+    """The training config as it enters cache keys.
 
     The OPT_IN_KNOBS enter only when not at their old value, so the keys of models trained before the
-    knobs existed stay valid."""
-    return {
-        k: v
-        for k, v in asdict(cfg).items()
-        if k != "threads" and not (k in OPT_IN_KNOBS and v == OPT_IN_KNOBS[k])
-    }
+    knobs existed stay valid. The torch thread count is one of them: it changes the order of float
+    reductions, so the weights (measured: 2e-5 apart after 20 steps) and in the end the records of a
+    1 and a 2-thread build differ; the default, 1 thread, keeps the key it always had."""
+    return {k: v for k, v in asdict(cfg).items() if not (k in OPT_IN_KNOBS and v == OPT_IN_KNOBS[k])}
+
+
+def trained_threads(meta: JSON) -> int:
+    """Torch threads a cached model was trained with (models from before threads entered the key)."""
+    return int(meta.get("train_config", {}).get("threads") or 1)
 
 
 OPT_IN_KNOBS: dict[str, object] = {
@@ -180,6 +189,7 @@ OPT_IN_KNOBS: dict[str, object] = {
     "pre_tokenizer": "gpt2",
     "copy_sentinel": False,
     "translate_head": False,
+    "threads": 1,
 }
 """Training knobs added after models were cached, with the value every older model was trained at: a
 knob enters the cache key only when set to something else."""
@@ -268,13 +278,26 @@ class EmbeddedMDLMBackend(SchemaConstrained):
     ) -> EmbeddedMDLMBackend:
         key = cls.cache_key(task, params, seed)
         folder = cache_dir / "mdlm" / key
-        if not (folder / "meta.json").exists():
+        if not cls._cached(folder, params):
             from systems.backends.trained_cache import training_lock
 
             with training_lock(folder):  # concurrent workers train this model once
-                if not (folder / "meta.json").exists():
+                if not cls._cached(folder, params):
+                    if folder.exists():  # trained with another thread count: set aside in one rename
+                        stale = folder.with_name(f".stale-{key}-{os.getpid()}")
+                        os.replace(folder, stale)
+                        shutil.rmtree(stale, ignore_errors=True)
                     return cls._train_and_store(task, params, folder, key, seed)
         return cls._load(task, params, folder, seed)
+
+    @staticmethod
+    def _cached(folder: Path, params: MDLMParams) -> bool:
+        """A stored model trained as asked. Before the thread count entered the key, a model trained
+        with 2 threads was stored under the 1-thread key; such a folder is trained again."""
+        meta = folder / "meta.json"
+        if not meta.exists():
+            return False
+        return trained_threads(json.loads(meta.read_text())) == params.train_config().threads
 
     @classmethod
     def _load(cls, task: TaskSpec, params: MDLMParams, folder: Path, seed: int) -> EmbeddedMDLMBackend:

@@ -100,7 +100,8 @@ class TrainConfig:
     example_pool: int = 256
     """Few-shot examples in training come from this many references (seeded), embedded up front."""
     threads: int | None = field(default=1, compare=False, hash=False)
-    """torch threads while training (speed only; not part of the cache key)."""
+    """torch threads while training. Part of the cache key when not 1: the thread count orders float
+    reductions, so it changes the weights (backend.train_key)."""
 
 
 def record_text(record: JSON) -> str:
