@@ -119,3 +119,72 @@ def test_two_runs_read_as_one_and_an_overlap_is_refused(tmp_path):
     # DIR=systems takes only those systems from a run: the stale cells of the others stay out
     picked = [first, Path(f"{whole}=promptbreeder")]
     assert paired_rows(picked, "llada", ("tsr",)) == paired_rows(whole, "llada", ("tsr",))
+
+
+def test_policy_divergence_compares_the_two_policies_round_by_round(tmp_path):
+    """Same kinds until the learned policy's draws cross over; identical records counted from samples;
+    the learned policy's final probabilities averaged over seeds."""
+    import json
+
+    from bench.store import RunStore
+    from benchmarks.aod.comparison import policy_divergence, render_markdown
+
+    values = {(s, "multiwoz/train"): {"tsr": [0.0, 0.5]} for s in ("aod", "aod-norl")}
+    same = [{"text": '{"a": 1}'}]
+    samples = {("aod", "multiwoz/train", 0): same, ("aod-norl", "multiwoz/train", 0): same}
+    samples |= {("aod", "multiwoz/train", 1): same, ("aod-norl", "multiwoz/train", 1): [{"text": "{}"}]}
+    run = write_run(tmp_path / "r", values, seeds=[0, 1], samples=samples)
+
+    def cand(kind: str, probs: dict[str, float] | None = None) -> dict:
+        ev = {"event": "aod_iteration", "role": "candidate", "edit_kind": kind}
+        return ev | ({"policy": {"probs": probs}} if probs else {})
+
+    learned = {
+        0: [cand("set_hint", {"set_hint": 0.5, "add_note": 0.5}), cand("add_note", {"set_hint": 0.7, "add_note": 0.3})],
+        1: [cand("set_hint", {"set_hint": 0.4, "add_note": 0.6}), cand("set_hint", {"set_hint": 0.2, "add_note": 0.8})],
+    }  # fmt: skip
+    frozen = {0: [cand("set_hint"), cand("set_hint")], 1: [cand("set_hint"), cand("set_hint")]}
+    incumbent = {"event": "aod_iteration", "role": "incumbent", "edit_kind": None}
+    for cell in RunStore(run).iter_cells():
+        events = (learned if cell.key.system == "aod" else frozen)[int(cell.key.seed)]
+        (cell.path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [incumbent, *events]))
+    (row,) = policy_divergence(run)
+    assert row["seeds"] == 2 and row["rounds"] == 4
+    assert row["same_kind"] == pytest.approx(3 / 4)
+    assert row["first_difference"] == [1, None]
+    assert row["identical_records"] == 1
+    assert row["final_probs"] == pytest.approx({"add_note": (0.3 + 0.8) / 2, "set_hint": (0.7 + 0.2) / 2})
+    text = render_markdown([], [], [], ("tsr",), divergence=[row])
+    assert "| multiwoz/train | 2 | 4 | 0.75 | 1, – | 1 | add_note 0.55, set_hint 0.45 |" in text
+
+
+def test_incumbent_curve_averages_each_round_over_seeds(tmp_path):
+    """The incumbent's fresh-batch reward and tsr per round, mean over seeds, candidates ignored; the
+    Markdown shows round 1, every sixth round and the last."""
+    import json
+
+    from bench.store import RunStore
+    from benchmarks.aod.comparison import incumbent_curve, render_markdown
+
+    values = {(s, "multiwoz/train"): {"tsr": [0.0, 0.5]} for s in ("aod", "aod-norl", "llada")}
+    run = write_run(tmp_path / "r", values, seeds=[0, 1])
+    for cell in RunStore(run).iter_cells():
+        shift = {"aod": 0.1, "aod-norl": 0.0, "llada": 0.0}[cell.key.system] + 0.01 * int(cell.key.seed)
+        events = []
+        for rnd in range(1, 8):
+            reward, tsr = 0.5 + shift + 0.01 * rnd, min(1.0, 0.1 * rnd)
+            events += [
+                {"event": "aod_iteration", "role": "incumbent", "round": rnd, "reward": reward,
+                 "metrics": {"tsr": tsr}},
+                {"event": "aod_iteration", "role": "candidate", "round": rnd, "reward": 9.0,
+                 "metrics": {"tsr": 9.0}},
+            ]  # fmt: skip
+        (cell.path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    rows = {(r["system"], r["round"]): r for r in incumbent_curve(run)}
+    assert {s for s, _ in rows} == {"aod", "aod-norl"}  # llada is not in the AoD family
+    assert rows[("aod", 3)]["reward"] == pytest.approx(0.5 + 0.1 + 0.005 + 0.03)
+    assert rows[("aod-norl", 7)]["tsr"] == pytest.approx(0.7) and rows[("aod-norl", 7)]["seeds"] == 2
+    text = render_markdown([], [], [], ("tsr",), curve=list(rows.values()))
+    shown = [line.split(" | ")[1] for line in text.splitlines() if line.startswith("| multiwoz/train |")]
+    assert shown == ["1", "6", "7"]
+    assert "| multiwoz/train | 6 | 0.665 / 0.600 | 0.565 / 0.600 |" in text

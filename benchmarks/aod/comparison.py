@@ -14,7 +14,11 @@ What it reports, per task:
   0.05 is expected in some of them by chance alone);
 - from the stored samples and traces, why the numbers are what they are: in how many cells the final
   samples are the reference's own records (the search kept no edit that changed them), and for the AoD
-  family how many candidate edits were kept and where they came from (agent reply or template fallback).
+  family how many candidate edits were kept and where they came from (agent reply or template fallback);
+- round by round, whether `aod`'s learned edit policy drew other kinds than `aod-norl`'s frozen uniform
+  one (they share the seeded draws), and what the learned policy ended up preferring;
+- the incumbent's reward and `tsr` on each round's fresh batch, per system, paired by round (how fast
+  each search got where it ended).
 
 Everything is read from the run directory (`reports.compare.compare_systems` for the pairs), so the
 tables in docs/systems-aod.md can be regenerated from a run without a model.
@@ -208,6 +212,95 @@ def edit_kinds(run: Runs) -> list[dict[str, Any]]:
     ]
 
 
+def _candidates(cell: Path) -> list[dict[str, Any]]:
+    """A cell's candidate events (one per round), in order."""
+    trace = cell / "trace.jsonl"
+    events = (json.loads(line) for line in trace.read_text().splitlines() if line) if trace.exists() else ()
+    return [ev for ev in events if ev.get("event") == "aod_iteration" and ev.get("role") == "candidate"]
+
+
+def policy_divergence(run: Runs, learned: str = "aod", frozen: str = "aod-norl") -> list[dict[str, Any]]:
+    """Per task, over the seeds both systems ran: does the learned edit policy draw differently from the
+    frozen uniform one? Both draw each round's kind from the same seeded uniform number, so they can only
+    differ once the learned probabilities have moved far enough to cross a draw.
+
+    Reports the rounds compared, the share of rounds where both drew the same kind, the first round where
+    they differed (per seed; None when never), cells whose final records are identical, and the learned
+    policy's final probabilities averaged over seeds (what it learned to prefer)."""
+    cells = _cells(run)
+    out = []
+    for task in sorted({t for (s, t, _) in cells if s == learned}):
+        seeds = sorted(k for (s, t, k) in cells if s == learned and t == task and (frozen, t, k) in cells)
+        if not seeds:
+            continue
+        rounds = same = identical = 0
+        first: list[int | None] = []
+        finals: list[dict[str, float]] = []
+        for seed in seeds:
+            a, b = cells[(learned, task, seed)], cells[(frozen, task, seed)]
+            ka = [str(ev.get("edit_kind")) for ev in _candidates(a)]
+            kb = [str(ev.get("edit_kind")) for ev in _candidates(b)]
+            pairs = list(zip(ka, kb, strict=False))
+            rounds += len(pairs)
+            same += sum(x == y for x, y in pairs)
+            first.append(next((i for i, (x, y) in enumerate(pairs) if x != y), None))
+            identical += _texts(a) == _texts(b)
+            probs = [
+                ev["policy"]["probs"]
+                for ev in _candidates(a)
+                if isinstance(ev.get("policy"), dict) and ev["policy"].get("probs")
+            ]
+            if probs:
+                finals.append(probs[-1])
+        kinds = sorted({k for p in finals for k in p})
+        out.append(
+            {
+                "task": task,
+                "seeds": len(seeds),
+                "rounds": rounds,
+                "same_kind": same / rounds if rounds else math.nan,
+                "first_difference": first,
+                "identical_records": identical,
+                "final_probs": {k: sum(p.get(k, 0.0) for p in finals) / len(finals) for k in kinds},
+            }
+        )
+    return out
+
+
+def incumbent_curve(
+    run: Runs, systems: tuple[str, ...] = ("aod", "aod-norl"), metric: str = "tsr"
+) -> list[dict[str, Any]]:
+    """Per (task, system, round): the mean over seeds of the incumbent's reward and `metric` on that
+    round's fresh batch (the `incumbent` trace events). Every system of the AoD family draws the same
+    round seeds, so the curves are paired round by round: a policy that learns which edit kind pays
+    should reach a better incumbent in fewer rounds, even where both end at the same place."""
+    acc: dict[tuple[str, str, int], dict[str, list[float]]] = {}
+    for (system, task, _seed), cell in sorted(_cells(run).items()):
+        if system not in systems:
+            continue
+        trace = cell / "trace.jsonl"
+        for line in trace.read_text().splitlines() if trace.exists() else []:
+            ev = json.loads(line)
+            if ev.get("event") != "aod_iteration" or ev.get("role") != "incumbent":
+                continue
+            row = acc.setdefault((task, system, int(ev["round"])), {"reward": [], metric: []})
+            row["reward"].append(float(ev["reward"]))
+            value = (ev.get("metrics") or {}).get(metric)
+            if isinstance(value, int | float) and math.isfinite(value):
+                row[metric].append(float(value))
+    return [
+        {
+            "task": task,
+            "system": system,
+            "round": rnd,
+            "seeds": len(r["reward"]),
+            "reward": Stat.of(r["reward"]).mean,
+            metric: Stat.of(r[metric]).mean if r[metric] else math.nan,
+        }
+        for (task, system, rnd), r in sorted(acc.items())
+    ]
+
+
 def metric_table(run: Runs, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
     """Mean and sample standard deviation over seeds per (system, task, metric)."""
     frame = _frame(run)
@@ -257,6 +350,27 @@ def _same(x: int | None) -> str:
     return "(reference)" if x is None else str(x)
 
 
+def _curve_table(curve: list[dict], every: int = 6) -> list[str]:
+    """The incumbent's fresh-batch reward and tsr at round 1, every `every`-th round and the last."""
+    systems = list(dict.fromkeys(r["system"] for r in curve))
+    index = {(r["task"], r["system"], r["round"]): r for r in curve}
+    lines = [
+        "",
+        "The incumbent on each round's fresh batch (mean over seeds; every system draws the same round "
+        "seeds), reward / tsr:",
+        "",
+        "| task | round | " + " | ".join(systems) + " |",
+        "|---|---:|" + "---:|" * len(systems),
+    ]
+    for task in dict.fromkeys(r["task"] for r in curve):
+        last = max(r["round"] for r in curve if r["task"] == task)
+        for rnd in sorted({1, last, *range(every, last + 1, every)}):
+            cells = [index.get((task, system, rnd)) for system in systems]
+            vals = [f"{_f(c['reward'])} / {_f(c['tsr'])}" if c and "tsr" in c else "–" for c in cells]
+            lines.append(f"| {task} | {rnd} | " + " | ".join(vals) + " |")
+    return lines
+
+
 def render_markdown(
     means: list[dict],
     pairs: list[dict],
@@ -264,6 +378,8 @@ def render_markdown(
     metrics: tuple[str, ...],
     failures: list[dict] | None = None,
     edit_rows: list[dict] | None = None,
+    divergence: list[dict] | None = None,
+    curve: list[dict] | None = None,
 ) -> str:
     lines: list[str] = []
     tasks = list(dict.fromkeys(r["task"] for r in means))
@@ -325,6 +441,27 @@ def render_markdown(
                 f"| {r['task']} | {r['kind']} | {r['n']} | {r['unchanged']:.2f} | "
                 f"{_f(r['mean_difference'])} | {r['kept']} |"
             )
+    if divergence:
+        lines += [
+            "",
+            "The RL part: `aod` (learned edit policy) against `aod-norl` (frozen uniform policy, the same "
+            "seeded draws) round by round (same kind: the share of rounds where both drew the same edit "
+            "kind; first difference: the first round, from 0, where they did not, per seed, '–' for never):",
+            "",
+            "| task | seeds | rounds | same kind | first difference | identical records | learned policy at the end |",
+            "|---|---:|---:|---:|---|---:|---|",
+        ]
+        for r in divergence:
+            first = ", ".join("–" if i is None else str(i) for i in r["first_difference"])
+            probs = ", ".join(
+                f"{k} {v:.2f}" for k, v in sorted(r["final_probs"].items(), key=lambda kv: -kv[1])
+            )
+            lines.append(
+                f"| {r['task']} | {r['seeds']} | {r['rounds']} | {_f(r['same_kind'], 2)} | {first} | "
+                f"{r['identical_records']} | {probs or '–'} |"
+            )
+    if curve:
+        lines += _curve_table(curve)
     if failures:
         lines += [
             "",
@@ -353,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     search = search_summary(args.run, args.reference)
     failures = check_failures(args.run)
     kinds = edit_kinds(args.run)
-    text = render_markdown(means, pairs, search, metrics, failures, kinds)
+    divergence = policy_divergence(args.run)
+    curve = incumbent_curve(args.run)
+    text = render_markdown(means, pairs, search, metrics, failures, kinds, divergence, curve)
     if args.md:
         args.md.write_text(text)
     else:
@@ -367,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
                     "search": search,
                     "check_failures": failures,
                     "edit_kinds": kinds,
+                    "policy_divergence": divergence,
+                    "incumbent_curve": curve,
                 },
                 indent=1,
             )
