@@ -74,6 +74,11 @@ class AoDParams(OptimizerParams):
     policy_clip: float = Field(0.2, gt=0, lt=1, description="PPO clip range epsilon")
     policy_epochs: int = Field(4, ge=1, description="gradient steps per update")
     policy_frozen: bool = Field(False, description="uniform policy over edit kinds, never updated (aod-norl)")
+    policy_reward: Literal["paired", "realized"] = Field(
+        "paired",
+        description="what the edit policy learns from: the edit's paired reward difference D, kept or not "
+        "(paired), or the improvement the round made to the incumbent, D if kept else 0 (realized)",
+    )
     constrained: bool = Field(True, description="optimizer replies decoded under a JSON grammar")
     acceptance: Literal["swap", "swap-conservative", "greater"] = Field(
         "swap",
@@ -183,6 +188,7 @@ class AoDSystem(PromptOptimizationSystem):
                 policy_clip=p.policy_clip,
                 policy_epochs=p.policy_epochs,
                 policy_frozen=p.policy_frozen,
+                policy_reward=p.policy_reward,
                 constrained=p.constrained,
                 acceptance=p.acceptance,
                 alpha=p.alpha,

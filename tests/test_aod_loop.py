@@ -78,6 +78,9 @@ def runs(spec: TaskSpec, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "aod-again": AoDSystem(AOD).generate(spec, N, 0, context(root, "b")),
         "aod-static": AoDStaticSystem(AOD).generate(spec, N, 0, context(root, "c")),
         "aod-norl": AoDNoRLSystem(AOD).generate(spec, N, 0, context(root, "a")),
+        "aod-realized": AoDSystem({**AOD, "policy_reward": "realized", "budget": 16}).generate(
+            spec, N, 0, context(root, "a")
+        ),
         "aod-noop": AoDSystem({**AOD, "edit_mode": "noop-resample", "budget": 16}).generate(
             spec, N, 1, context(root, "a")
         ),
@@ -214,6 +217,22 @@ def test_aod_norl_never_moves_its_policy_and_noop_changes_no_prompt(runs: dict) 
     noop = iteration_events(runs["aod-noop"])
     assert {e["prompt"] for e in noop} == {noop[0]["prompt"]}
     assert all(e["edit_source"] == "noop-resample" for e in noop if e["role"] == "candidate")
+
+
+def test_the_policy_learns_from_the_paired_difference_or_the_realized_step(runs: dict) -> None:
+    """Default: every round's update uses the candidate's paired difference. `realized`: the difference
+    when the edit was kept, 0 when it was discarded (the incumbent did not change)."""
+    starts = {name: runs[name].trace[0] for name in ("aod", "aod-realized")}
+    assert (
+        starts["aod"]["policy_reward"] == "paired" and starts["aod-realized"]["policy_reward"] == "realized"
+    )
+    for name in ("aod", "aod-realized"):
+        cands = [e for e in iteration_events(runs[name]) if e["role"] == "candidate"]
+        assert cands
+        for e in cands:
+            kept = e["accepted"]
+            want = e["paired_difference"] if name == "aod" or kept else 0.0
+            assert e["policy"]["reward"] == pytest.approx(want)
 
 
 def test_usage_reports_judge_and_optimizer_calls_per_cell(runs: dict) -> None:

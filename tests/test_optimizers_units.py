@@ -189,6 +189,35 @@ def test_policy_update_follows_the_clipped_surrogate_gradient() -> None:
     assert pol4.probs()["c"] < before
 
 
+def test_policy_reward_is_the_papers_step_reward_when_realized() -> None:
+    """`realized` is R(s_t+1) - R(s_t) with the incumbent as the state: D when kept, 0 when discarded."""
+    from systems.optimizers.aod import policy_reward
+
+    assert policy_reward("paired", -0.3, False) == -0.3 and policy_reward("paired", 0.2, True) == 0.2
+    assert policy_reward("realized", -0.3, False) == 0.0 and policy_reward("realized", 0.02, False) == 0.0
+    assert policy_reward("realized", 0.2, True) == 0.2
+
+
+def test_a_paired_reward_teaches_the_policy_to_do_nothing_and_a_realized_one_does_not() -> None:
+    """The round sequence AoD's traces showed at 30 rounds: harmful edits of one kind (D < 0, discarded),
+    inert edits of another (D = 0, discarded), one kept gain of a third. Under `paired` the baseline goes
+    negative and the inert kind ends up the most likely; under `realized` the kept kind is."""
+    from systems.optimizers.aod import policy_reward
+
+    rounds = [("harm", -0.25, False), ("inert", 0.0, False)] * 6 + [("good", 0.15, True)]
+    rounds += [("harm", -0.25, False), ("inert", 0.0, False)] * 6
+    final = {}
+    for rule in ("paired", "realized"):
+        pol = EditPolicy(("harm", "inert", "good"))
+        for kind, d, kept in rounds:
+            pol.update(kind, policy_reward(rule, d, kept), pol.probs()[kind])
+        final[rule] = pol.probs()
+    assert max(final["paired"], key=final["paired"].get) == "inert"
+    assert final["paired"]["inert"] > final["paired"]["good"]
+    assert max(final["realized"], key=final["realized"].get) == "good"
+    assert final["realized"]["inert"] < 1 / 3 < final["realized"]["good"]
+
+
 def test_policy_sampling_is_seeded_and_respects_the_mask() -> None:
     pol = EditPolicy(("a", "b", "c"))
     draws = [pol.sample(random.Random(7), ["a", "c"])[0] for _ in range(5)]

@@ -117,12 +117,32 @@ class AoDConfig:
     policy_clip: float = 0.2
     policy_epochs: int = 4
     policy_frozen: bool = False  # aod-norl: uniform over the applicable kinds, never updated
+    policy_reward: Literal["paired", "realized"] = "paired"  # see `policy_reward`
     constrained: bool = True  # the optimizer's reply is decoded under reply_schema's grammar
     acceptance: Literal["swap", "swap-conservative", "greater"] = "swap"
     alpha: float = 0.1
     min_gain: float = AOD_MIN_GAIN
     edit_mode: Literal["agent", "noop-note", "noop-resample"] = "agent"
     bounds: EditBounds = field(default_factory=EditBounds)
+
+
+def policy_reward(kind: Literal["paired", "realized"], difference: float, accepted: bool) -> float:
+    """The number the edit policy learns from after a round.
+
+    `paired` is the candidate's paired reward difference D whether or not it was kept. `realized` is the
+    step reward of the paper's episodic MDP, whose state is the incumbent prompt: R(s_t+1) - R(s_t), which
+    is D when the edit was kept and 0 when it was discarded (the state did not change).
+
+    Why both: under `paired`, most edits lower the reward (D < 0) and are discarded, so the baseline
+    (an average of D) goes negative and an edit that changes nothing (D = 0) has a positive advantage. At
+    30 rounds on multiwoz/train the learned policy then moved towards `rewrite_instruction`, whose edits
+    leave the DLM's records unchanged two times in three (docs/systems-aod.md, "The RL ablation at 30
+    rounds"): it learned to spend rounds doing nothing. Under `realized` a discarded edit is worth 0
+    whatever it would have done, so only kinds whose edits are kept gain probability.
+    """
+    if kind == "realized":
+        return difference if accepted else 0.0
+    return difference
 
 
 def failed_checks(row: JSON) -> set[str]:
@@ -336,6 +356,7 @@ class AoDOptimizer:
                 "feedback": cfg.feedback,
                 "static": cfg.static,
                 "policy_frozen": cfg.policy_frozen,
+                "policy_reward": cfg.policy_reward,
                 "edit_mode": cfg.edit_mode,
                 "acceptance": {"test": cfg.acceptance, "alpha": cfg.alpha, "min_gain": cfg.min_gain},
                 "questions": judge.questions,
@@ -402,7 +423,9 @@ class AoDOptimizer:
             if cfg.policy_frozen:
                 update: JSON = {"kind": kind, "frozen": True, "probs": policy.uniform(allowed)}
             else:
-                update = policy.update(kind, test.observed, p_old, allowed)
+                update = policy.update(
+                    kind, policy_reward(cfg.policy_reward, test.observed, accepted), p_old, allowed
+                )
             history.append(
                 f"{edit.describe() if edit else 'no edit'}: {'kept' if accepted else 'discarded'}"
                 + (f" (score {assessed.reward:.3f})" if cfg.feedback == "scalar" else "")
