@@ -143,19 +143,20 @@ def test_policy_divergence_compares_the_two_policies_round_by_round(tmp_path):
         0: [cand("set_hint", {"set_hint": 0.5, "add_note": 0.5}), cand("add_note", {"set_hint": 0.7, "add_note": 0.3})],
         1: [cand("set_hint", {"set_hint": 0.4, "add_note": 0.6}), cand("set_hint", {"set_hint": 0.2, "add_note": 0.8})],
     }  # fmt: skip
-    frozen = {0: [cand("set_hint"), cand("set_hint")], 1: [cand("set_hint"), cand("set_hint")]}
+    frozen_update = {"policy": {"frozen": True, "probs": {"set_hint": 0.5, "add_note": 0.5}}}
+    frozen = {k: [cand("set_hint") | frozen_update, cand("set_hint") | frozen_update] for k in (0, 1)}
     incumbent = {"event": "aod_iteration", "role": "incumbent", "edit_kind": None}
     for cell in RunStore(run).iter_cells():
         events = (learned if cell.key.system == "aod" else frozen)[int(cell.key.seed)]
         (cell.path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in [incumbent, *events]))
-    (row,) = policy_divergence(run)
-    assert row["seeds"] == 2 and row["rounds"] == 4
+    (row,) = policy_divergence(run)  # aod-norl's frozen updates do not count as a learned policy
+    assert row["system"] == "aod" and row["seeds"] == 2 and row["rounds"] == 4
     assert row["same_kind"] == pytest.approx(3 / 4)
     assert row["first_difference"] == [1, None]
     assert row["identical_records"] == 1
     assert row["final_probs"] == pytest.approx({"add_note": (0.3 + 0.8) / 2, "set_hint": (0.7 + 0.2) / 2})
     text = render_markdown([], [], [], ("tsr",), divergence=[row])
-    assert "| multiwoz/train | 2 | 4 | 0.75 | 1, – | 1 | add_note 0.55, set_hint 0.45 |" in text
+    assert "| aod | multiwoz/train | 2 | 4 | 0.75 | 1, – | 1 | add_note 0.55, set_hint 0.45 |" in text
 
 
 def test_incumbent_curve_averages_each_round_over_seeds(tmp_path):
@@ -188,3 +189,31 @@ def test_incumbent_curve_averages_each_round_over_seeds(tmp_path):
     shown = [line.split(" | ")[1] for line in text.splitlines() if line.startswith("| multiwoz/train |")]
     assert shown == ["1", "6", "7"]
     assert "| multiwoz/train | 6 | 0.665 / 0.600 | 0.565 / 0.600 |" in text
+
+
+def test_every_learned_policy_variant_is_tested_against_the_frozen_policy(tmp_path):
+    """A system whose traces show a learned policy (here `aod` under another name) gets a paired test
+    against `aod-norl`; systems without traces do not."""
+    import json
+
+    from bench.store import RunStore
+    from benchmarks.aod.comparison import learned_policy_systems
+
+    rng = np.random.default_rng(2)
+    base = rng.normal(0.4, 0.1, 10)
+    systems = {"llada": base, "aod-norl": base + 0.1, "aod-realized": base + 0.2}
+    run = write_run(tmp_path / "r", {(s, "multiwoz/train"): {"tsr": v.tolist()} for s, v in systems.items()})
+    update = {"event": "aod_iteration", "role": "candidate", "edit_kind": "add_note"}
+    for cell in RunStore(run).iter_cells():
+        if cell.key.system == "aod-realized":
+            ev = update | {"policy": {"probs": {"add_note": 0.6, "set_hint": 0.4}}}
+        elif cell.key.system == "aod-norl":
+            ev = update | {"policy": {"frozen": True, "probs": {"add_note": 0.5, "set_hint": 0.5}}}
+        else:
+            continue
+        (cell.path / "trace.jsonl").write_text(json.dumps(ev) + "\n")
+    assert learned_policy_systems(run) == ["aod-realized"]
+    rows = paired_rows(run, "llada", ("tsr",))
+    pairs = {(r["against"], r["system"]): r for r in rows}
+    assert set(pairs) == {("llada", "aod-norl"), ("llada", "aod-realized"), ("aod-norl", "aod-realized")}
+    assert pairs[("aod-norl", "aod-realized")]["diff"] == pytest.approx(0.1)

@@ -219,15 +219,40 @@ def _candidates(cell: Path) -> list[dict[str, Any]]:
     return [ev for ev in events if ev.get("event") == "aod_iteration" and ev.get("role") == "candidate"]
 
 
-def policy_divergence(run: Runs, learned: str = "aod", frozen: str = "aod-norl") -> list[dict[str, Any]]:
-    """Per task, over the seeds both systems ran: does the learned edit policy draw differently from the
-    frozen uniform one? Both draw each round's kind from the same seeded uniform number, so they can only
-    differ once the learned probabilities have moved far enough to cross a draw.
+def learned_policy_systems(run: Runs) -> list[str]:
+    """Systems whose traces show a learned edit policy: candidate events whose policy update is not the
+    frozen one of `aod-norl` (`aod`, and `aod` with other params under another name)."""
+    found: list[str] = []
+    for (system, _task, _seed), cell in sorted(_cells(run).items()):
+        if system in found:
+            continue
+        updates = [ev.get("policy") for ev in _candidates(cell)]
+        if any(isinstance(u, dict) and "frozen" not in u and u.get("probs") for u in updates):
+            found.append(system)
+    return found
+
+
+def policy_divergence(
+    run: Runs, learned: tuple[str, ...] | None = None, frozen: str = "aod-norl"
+) -> list[dict[str, Any]]:
+    """Per learned-policy system (default: every one in the run) and task, over the seeds it shares with
+    `frozen`: does the learned edit policy draw differently from the frozen uniform one? Both draw each
+    round's kind from the same seeded uniform number, so they can only differ once the learned
+    probabilities have moved far enough to cross a draw.
 
     Reports the rounds compared, the share of rounds where both drew the same kind, the first round where
     they differed (per seed; None when never), cells whose final records are identical, and the learned
     policy's final probabilities averaged over seeds (what it learned to prefer)."""
     cells = _cells(run)
+    out = []
+    for system in learned if learned is not None else learned_policy_systems(run):
+        out += _divergence_of(cells, system, frozen)
+    return out
+
+
+def _divergence_of(
+    cells: dict[tuple[str, str, int], Path], learned: str, frozen: str
+) -> list[dict[str, Any]]:
     out = []
     for task in sorted({t for (s, t, _) in cells if s == learned}):
         seeds = sorted(k for (s, t, k) in cells if s == learned and t == task and (frozen, t, k) in cells)
@@ -255,6 +280,7 @@ def policy_divergence(run: Runs, learned: str = "aod", frozen: str = "aod-norl")
         kinds = sorted({k for p in finals for k in p})
         out.append(
             {
+                "system": learned,
                 "task": task,
                 "seeds": len(seeds),
                 "rounds": rounds,
@@ -315,7 +341,8 @@ def metric_table(run: Runs, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
 
 
 def paired_rows(run: Runs, reference: str, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Every system against `reference`, then `aod` against each of PAIRS_AGAINST_AOD; Holm over all."""
+    """Every system against `reference`, then `aod` against each of PAIRS_AGAINST_AOD, and every other
+    learned-policy system (`learned_policy_systems`) against `aod-norl`; Holm over all."""
     frame = _frame(run)
     where = ", ".join(str(r) for r in _runs(run))
     rows: list[tuple[str, Comparison]] = [
@@ -329,6 +356,13 @@ def paired_rows(run: Runs, reference: str, metrics: tuple[str, ...]) -> list[dic
                 for c in compare_frame(frame, other, where)
                 if c.metric in metrics and c.system == "aod"
             ]
+    others = [x for x in learned_policy_systems(run) if x != "aod" and x in present]
+    if others and "aod-norl" in present:
+        rows += [
+            ("aod-norl", c)
+            for c in compare_frame(frame, "aod-norl", where)
+            if c.metric in metrics and c.system in others
+        ]
     adjusted = holm([c.p_ttest for _, c in rows])
     return [
         {"against": ref, **c.to_json(), "p_ttest_holm": None if math.isnan(p) else p}
@@ -444,12 +478,14 @@ def render_markdown(
     if divergence:
         lines += [
             "",
-            "The RL part: `aod` (learned edit policy) against `aod-norl` (frozen uniform policy, the same "
-            "seeded draws) round by round (same kind: the share of rounds where both drew the same edit "
-            "kind; first difference: the first round, from 0, where they did not, per seed, '–' for never):",
+            "The RL part: each system with a learned edit policy against `aod-norl` (frozen uniform policy, "
+            "the same seeded draws) round by round (same kind: the share of rounds where both drew the same "
+            "edit kind; first difference: the first round, from 0, where they did not, per seed, '–' for "
+            "never; identical records: cells whose final records are `aod-norl`'s):",
             "",
-            "| task | seeds | rounds | same kind | first difference | identical records | learned policy at the end |",
-            "|---|---:|---:|---:|---|---:|---|",
+            "| system | task | seeds | rounds | same kind | first difference | identical records | "
+            "learned policy at the end |",
+            "|---|---|---:|---:|---:|---|---:|---|",
         ]
         for r in divergence:
             first = ", ".join("–" if i is None else str(i) for i in r["first_difference"])
@@ -457,7 +493,7 @@ def render_markdown(
                 f"{k} {v:.2f}" for k, v in sorted(r["final_probs"].items(), key=lambda kv: -kv[1])
             )
             lines.append(
-                f"| {r['task']} | {r['seeds']} | {r['rounds']} | {_f(r['same_kind'], 2)} | {first} | "
+                f"| {r['system']} | {r['task']} | {r['seeds']} | {r['rounds']} | {_f(r['same_kind'], 2)} | {first} | "
                 f"{r['identical_records']} | {probs or '–'} |"
             )
     if curve:
