@@ -294,15 +294,16 @@ def _divergence_of(
 
 
 def incumbent_curve(
-    run: Runs, systems: tuple[str, ...] = ("aod", "aod-norl"), metric: str = "tsr"
+    run: Runs, systems: tuple[str, ...] | None = None, metric: str = "tsr"
 ) -> list[dict[str, Any]]:
     """Per (task, system, round): the mean over seeds of the incumbent's reward and `metric` on that
-    round's fresh batch (the `incumbent` trace events). Every system of the AoD family draws the same
-    round seeds, so the curves are paired round by round: a policy that learns which edit kind pays
-    should reach a better incumbent in fewer rounds, even where both end at the same place."""
+    round's fresh batch (the `incumbent` trace events; default: every system that has them, i.e. the AoD
+    family). Every system of the family draws the same round seeds, so the curves are paired round by
+    round: a policy that learns which edit kind pays should reach a better incumbent in fewer rounds,
+    even where both end at the same place."""
     acc: dict[tuple[str, str, int], dict[str, list[float]]] = {}
     for (system, task, _seed), cell in sorted(_cells(run).items()):
-        if system not in systems:
+        if systems is not None and system not in systems:
             continue
         trace = cell / "trace.jsonl"
         for line in trace.read_text().splitlines() if trace.exists() else []:
