@@ -66,7 +66,8 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 DEFAULT = {"threads": 2}
-"""The default model; training with both cores (speed only: threads are not in the cache key)."""
+"""The default model, trained with both cores (a thread count other than 1 is part of the cache key:
+it changes the weights; docs/systems-diffusion.md, "Trained weights depend on the thread count")."""
 
 
 def model(task: str, cache: Path, params: dict | None = None) -> tuple[TaskSpec, Any, Ctx]:
@@ -112,24 +113,39 @@ def test_skeleton_schema_valid_on_every_family(task: str, cache_dir: Path) -> No
 
 @pytest.mark.parametrize("field", ["day", "leaveAt", "price"])  # an enum, a time, a number with a unit
 def test_field_value_hint_steers_most_records(field: str, cache_dir: Path) -> None:
-    """Over 5 seeds, `field: value` makes most of 16 records carry the value; without it few do.
+    """Over 5 seeds, `field: value` makes most of 16 records write the value in the field's slot; without
+    it few do.
 
-    Measured per-field rates, including the fields that do not meet this yet, are in
-    docs/systems-diffusion.md (`python -m benchmarks.diffusion.steering`).
+    The slot is read from the text (`"field": "value"`, tolerating a lost colon or a stray space next to
+    the key), not from a parsed record, because whether the record around a hinted value stays valid JSON
+    depends on the build: trained on another CPU (an AMD EPYC VM, 2026-12-03) the default model writes
+    the hinted time in every record but breaks the key's punctuation (`"leaveAt " "07:09"`), so its
+    hinted `leaveAt` records parse in 1 of 5 seeds, against every seed on the build the docs measured.
+    Steering is what this test pins; docs/systems-diffusion.md reports both builds' parse rates.
+    Measured per-field rates are in docs/systems-diffusion.md (`python -m benchmarks.diffusion.steering`).
     """
+    import re
+
     from metrics.extract import extract_record
     from systems.llada import LLaDASystem
 
     spec, be, ctx = model("multiwoz/train", cache_dir)
     values = sorted({r[field] for r in spec.references})
-    hinted, plain = [], []
+    hinted, plain, parsed = [], [], []
     for seed in range(5):
         value = values[(seed * 37) % len(values)]
+        slot = re.compile(rf'"{re.escape(field)}\s*"?\s*:?\s*"{re.escape(value)}"')
         for hints, out in (({field: value}, hinted), ({}, plain)):
             res = LLaDASystem({"hints": hints, "k_shots": 0}).generate(spec, 16, seed, ctx)
-            recs = [extract_record(s.text).record for s in res.samples]
-            out.append(sum(isinstance(r, dict) and r.get(field) == value for r in recs) / 16)
-    assert min(hinted) > 0.5, hinted
+            out.append(sum(bool(slot.search(s.text)) for s in res.samples) / 16)
+            if hints:
+                recs = [extract_record(s.text).record for s in res.samples]
+                # where a record parses, the slot reading agrees with the parsed value
+                for s, r in zip(res.samples, recs, strict=True):
+                    if isinstance(r, dict):
+                        assert (r.get(field) == value) == bool(slot.search(s.text)), s.text
+                parsed.append(sum(isinstance(r, dict) for r in recs) / 16)
+    assert min(hinted) > 0.5, (hinted, parsed)
     assert sum(hinted) / 5 > sum(plain) / 5 + 0.3, (hinted, plain)
 
 

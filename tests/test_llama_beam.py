@@ -129,18 +129,34 @@ def test_width_one_is_greedy_decoding(model) -> None:  # type: ignore[no-untyped
 
 
 def test_backend_beams_are_deterministic_end_at_the_record_and_count_tokens(model) -> None:  # type: ignore[no-untyped-def]
+    """Three copy prompts under a width-3 beam. Which of them the 135M model copies and which it loops on
+    depends on the CPU's float results (seen: the first loops into nested objects on an AMD EPYC VM and
+    closes its record on another machine), so the test asks for most of them to close a record and checks
+    the harness on each: determinism, the text ending where the record closes, token counts, and a
+    beam that never closed its record ending at the token budget."""
     backend, llm = model
     p = SamplingParams(temperature=0.0, num_beams=3, max_tokens=160, stop_at_record=True)
-    copy = 'Copy this JSON object exactly, in a ```json code block: {"day": "monday", "leaveAt": "09:15"}'
-    reqs = [GenerationRequest.chat(copy, p, seed=s) for s in (0, 1)]
-    a, b = backend.generate(reqs)
-    assert a.text == b.text  # beam search ignores the seed
-    assert a.finish_reason == "stop" and record_complete(a.text)
-    # the text ends where the record closes: no shorter prefix (on token bounds) holds it
-    ids = llm.tokenize(a.text.encode("utf-8"), add_bos=False, special=False)
-    assert not record_complete(llm.detokenize(ids[:-1]).decode("utf-8", "ignore"))
-    assert abs(a.tokens_out - len(ids)) <= 2  # re-tokenising the text may merge a piece or two
-    assert a.tokens_in == len(backend._prompt_tokens(llm, [{"role": "user", "content": copy}]))
+    copies = [
+        'Copy this JSON object exactly, in a ```json code block: {"day": "monday", "leaveAt": "09:15"}',
+        'Copy this JSON object exactly: {"day": "monday", "leaveAt": "09:15"}',
+        'Return this JSON object unchanged, in a ```json code block: {"day": "friday"}',
+    ]
+    closed = 0
+    for copy in copies:
+        reqs = [GenerationRequest.chat(copy, p, seed=s) for s in (0, 1)]
+        a, b = backend.generate(reqs)
+        assert a.text == b.text  # beam search ignores the seed
+        assert a.tokens_in == len(backend._prompt_tokens(llm, [{"role": "user", "content": copy}]))
+        if a.finish_reason != "stop":
+            assert a.finish_reason == "length" and not record_complete(a.text) and a.tokens_out == 160
+            continue
+        closed += 1
+        assert record_complete(a.text)
+        # the text ends where the record closes: no shorter prefix (on token bounds) holds it
+        ids = llm.tokenize(a.text.encode("utf-8"), add_bos=False, special=False)
+        assert not record_complete(llm.detokenize(ids[:-1]).decode("utf-8", "ignore"))
+        assert abs(a.tokens_out - len(ids)) <= 2  # re-tokenising the text may merge a piece or two
+    assert closed >= 2
 
 
 def test_stop_strings_cut_the_text_and_a_grammar_is_refused(model) -> None:  # type: ignore[no-untyped-def]

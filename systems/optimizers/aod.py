@@ -136,7 +136,7 @@ def policy_reward(kind: Literal["paired", "realized"], difference: float, accept
     Why both: under `paired`, most edits lower the reward (D < 0) and are discarded, so the baseline
     (an average of D) goes negative and an edit that changes nothing (D = 0) has a positive advantage. At
     30 rounds on multiwoz/train the learned policy then moved towards `rewrite_instruction`, whose edits
-    leave the DLM's records unchanged two times in three (docs/systems-aod.md, "The RL ablation at 30
+    often leave the DLM's records exactly unchanged (docs/systems-aod.md, "The RL ablation at 30
     rounds"): it learned to spend rounds doing nothing. Under `realized` a discarded edit is worth 0
     whatever it would have done, so only kinds whose edits are kept gain probability.
     """
