@@ -15,8 +15,9 @@ What it reports, per task:
 - from the stored samples and traces, why the numbers are what they are: in how many cells the final
   samples are the reference's own records (the search kept no edit that changed them), and for the AoD
   family how many candidate edits were kept and where they came from (agent reply or template fallback);
-- round by round, whether `aod`'s learned edit policy drew other kinds than `aod-norl`'s frozen uniform
-  one (they share the seeded draws), and what the learned policy ended up preferring;
+- round by round, whether each learned edit policy (`aod`, or `aod` under another name with other
+  params) drew other kinds than `aod-norl`'s frozen uniform one (they share the seeded draws), and what
+  it ended up preferring;
 - the incumbent's reward and `tsr` on each round's fresh batch, per system, paired by round (how fast
   each search got where it ended).
 
