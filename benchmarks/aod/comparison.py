@@ -115,6 +115,18 @@ def _texts(cell: Path) -> list[str]:
     return [json.loads(line)["text"] for line in (cell / "samples.jsonl").read_text().splitlines() if line]
 
 
+def _iterations(cell: Path, role: str) -> list[dict[str, Any]]:
+    """A cell's AoD-family iteration events of one role (`candidate`: one per round, `incumbent`: the
+    incumbent's fresh batch of each round), in order; none for a cell without a trace."""
+    trace = cell / "trace.jsonl"
+    events = (json.loads(line) for line in trace.read_text().splitlines() if line) if trace.exists() else ()
+    return [ev for ev in events if ev.get("event") == "aod_iteration" and ev.get("role") == role]
+
+
+def _candidates(cell: Path) -> list[dict[str, Any]]:
+    return _iterations(cell, "candidate")
+
+
 def search_summary(run: Runs, reference: str) -> list[dict[str, Any]]:
     """Per (system, task): cells, cells whose final samples equal the reference's, and for the AoD family
     candidate edits, kept edits and fallbacks, from the traces."""
@@ -133,12 +145,8 @@ def search_summary(run: Runs, reference: str) -> list[dict[str, Any]]:
             row["same_as_reference"] += 1
         sources: Counter[str] = row.setdefault("edit_sources", Counter())
         kept_kinds: Counter[str] = row.setdefault("kept_kinds", Counter())
-        trace = cell / "trace.jsonl"
         last_probs: dict[str, float] | None = None
-        for line in trace.read_text().splitlines() if trace.exists() else []:
-            ev = json.loads(line)
-            if ev.get("event") != "aod_iteration" or ev.get("role") != "candidate":
-                continue
+        for ev in _candidates(cell):
             row["edits"] += 1
             sources[str(ev.get("edit_source"))] += 1
             probs = (ev.get("policy") or {}).get("probs") if isinstance(ev.get("policy"), dict) else None
@@ -186,11 +194,7 @@ def edit_kinds(run: Runs) -> list[dict[str, Any]]:
     records), the mean paired reward difference, and how many were kept."""
     acc: dict[tuple[str, str], dict[str, Any]] = {}
     for (_system, task, _seed), cell in sorted(_cells(run).items()):
-        trace = cell / "trace.jsonl"
-        for line in trace.read_text().splitlines() if trace.exists() else []:
-            ev = json.loads(line)
-            if ev.get("event") != "aod_iteration" or ev.get("role") != "candidate":
-                continue
+        for ev in _candidates(cell):
             d = ev.get("paired_difference")
             row = acc.setdefault(
                 (task, str(ev.get("edit_kind"))), {"n": 0, "unchanged": 0, "diffs": [], "kept": 0}
@@ -211,13 +215,6 @@ def edit_kinds(run: Runs) -> list[dict[str, Any]]:
         }
         for (task, kind), r in sorted(acc.items())
     ]
-
-
-def _candidates(cell: Path) -> list[dict[str, Any]]:
-    """A cell's candidate events (one per round), in order."""
-    trace = cell / "trace.jsonl"
-    events = (json.loads(line) for line in trace.read_text().splitlines() if line) if trace.exists() else ()
-    return [ev for ev in events if ev.get("event") == "aod_iteration" and ev.get("role") == "candidate"]
 
 
 def learned_policy_systems(run: Runs) -> list[str]:
@@ -264,7 +261,8 @@ def _divergence_of(
         finals: list[dict[str, float]] = []
         for seed in seeds:
             a, b = cells[(learned, task, seed)], cells[(frozen, task, seed)]
-            ka = [str(ev.get("edit_kind")) for ev in _candidates(a)]
+            ca = _candidates(a)
+            ka = [str(ev.get("edit_kind")) for ev in ca]
             kb = [str(ev.get("edit_kind")) for ev in _candidates(b)]
             pairs = list(zip(ka, kb, strict=False))
             rounds += len(pairs)
@@ -273,7 +271,7 @@ def _divergence_of(
             identical += _texts(a) == _texts(b)
             probs = [
                 ev["policy"]["probs"]
-                for ev in _candidates(a)
+                for ev in ca
                 if isinstance(ev.get("policy"), dict) and ev["policy"].get("probs")
             ]
             if probs:
@@ -306,11 +304,7 @@ def incumbent_curve(
     for (system, task, _seed), cell in sorted(_cells(run).items()):
         if systems is not None and system not in systems:
             continue
-        trace = cell / "trace.jsonl"
-        for line in trace.read_text().splitlines() if trace.exists() else []:
-            ev = json.loads(line)
-            if ev.get("event") != "aod_iteration" or ev.get("role") != "incumbent":
-                continue
+        for ev in _iterations(cell, "incumbent"):
             row = acc.setdefault((task, system, int(ev["round"])), {"reward": [], metric: []})
             row["reward"].append(float(ev["reward"]))
             value = (ev.get("metrics") or {}).get(metric)
@@ -386,14 +380,14 @@ def _same(x: int | None) -> str:
     return "(reference)" if x is None else str(x)
 
 
-def _curve_table(curve: list[dict], every: int = 6) -> list[str]:
-    """The incumbent's fresh-batch reward and tsr at round 1, every `every`-th round and the last."""
+def _curve_table(curve: list[dict], every: int = 6, metric: str = "tsr") -> list[str]:
+    """The incumbent's fresh-batch reward and `metric` at round 1, every `every`-th round and the last."""
     systems = list(dict.fromkeys(r["system"] for r in curve))
     index = {(r["task"], r["system"], r["round"]): r for r in curve}
     lines = [
         "",
         "The incumbent on each round's fresh batch (mean over seeds; every system draws the same round "
-        "seeds), reward / tsr:",
+        f"seeds), reward / {metric}:",
         "",
         "| task | round | " + " | ".join(systems) + " |",
         "|---|---:|" + "---:|" * len(systems),
@@ -402,7 +396,7 @@ def _curve_table(curve: list[dict], every: int = 6) -> list[str]:
         last = max(r["round"] for r in curve if r["task"] == task)
         for rnd in sorted({1, last, *range(every, last + 1, every)}):
             cells = [index.get((task, system, rnd)) for system in systems]
-            vals = [f"{_f(c['reward'])} / {_f(c['tsr'])}" if c and "tsr" in c else "–" for c in cells]
+            vals = [f"{_f(c['reward'])} / {_f(c.get(metric))}" if c else "–" for c in cells]
             lines.append(f"| {task} | {rnd} | " + " | ".join(vals) + " |")
     return lines
 
