@@ -17,7 +17,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bench.types import GenerationResult, RunContext, TaskSpec, Usage
 from systems.optimizers.acceptance import AOD_MIN_GAIN
@@ -73,11 +73,18 @@ class AoDParams(OptimizerParams):
     policy_lr: float = Field(0.5, gt=0, description="policy step size")
     policy_clip: float = Field(0.2, gt=0, lt=1, description="PPO clip range epsilon")
     policy_epochs: int = Field(4, ge=1, description="gradient steps per update")
-    policy_frozen: bool = Field(False, description="uniform policy over edit kinds, never updated (aod-norl)")
+    policy_frozen: bool = Field(
+        False, description="policy over edit kinds never updated: uniform (aod-norl), or policy_prior if set"
+    )
     policy_reward: Literal["paired", "realized"] = Field(
         "paired",
         description="what the edit policy learns from: the edit's paired reward difference D, kept or not "
         "(paired), or the improvement the round made to the incumbent, D if kept else 0 (realized)",
+    )
+    policy_prior: dict[str, float] | None = Field(
+        None,
+        description="starting probabilities of the edit kinds, learned across other cells of the task "
+        "(`python -m benchmarks.aod.policy_prior`); with policy_frozen the policy stays there",
     )
     constrained: bool = Field(True, description="optimizer replies decoded under a JSON grammar")
     acceptance: Literal["swap", "swap-conservative", "greater"] = Field(
@@ -94,6 +101,16 @@ class AoDParams(OptimizerParams):
     edit_mode: Literal["agent", "noop-note", "noop-resample"] = Field(
         "agent", description="who writes edits (noop-*: do-nothing edits, to measure false acceptance)"
     )
+
+    @field_validator("policy_prior")
+    @classmethod
+    def _prior_names_every_kind(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        from systems.optimizers.edits import EDIT_KINDS
+        from systems.optimizers.policy import check_prior
+
+        if v is not None:
+            check_prior(v, EDIT_KINDS)
+        return v
 
 
 class EvolutionParams(OptimizerParams):
@@ -189,6 +206,7 @@ class AoDSystem(PromptOptimizationSystem):
                 policy_epochs=p.policy_epochs,
                 policy_frozen=p.policy_frozen,
                 policy_reward=p.policy_reward,
+                policy_prior=tuple(p.policy_prior.items()) if p.policy_prior else None,
                 constrained=p.constrained,
                 acceptance=p.acceptance,
                 alpha=p.alpha,

@@ -220,3 +220,65 @@ def test_every_learned_policy_variant_is_tested_against_the_frozen_policy(tmp_pa
     pairs = {(r["against"], r["system"]): r for r in rows}
     assert set(pairs) == {("llada", "aod-norl"), ("llada", "aod-realized"), ("aod-norl", "aod-realized")}
     assert pairs[("aod-norl", "aod-realized")]["diff"] == pytest.approx(0.1)
+
+
+def _trace(cell_path: Path, events: list[dict]) -> None:
+    import json
+
+    (cell_path / "trace.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def test_a_policy_with_a_prior_counts_as_learned_even_when_frozen(tmp_path):
+    from bench.store import RunStore
+    from benchmarks.aod.comparison import learned_policy_systems
+
+    values = {(s, "multiwoz/train"): {"tsr": [0.1, 0.2]} for s in ("aod-norl", "aod-prior")}
+    run = write_run(tmp_path / "r", values, seeds=[0, 1])
+    frozen = {"event": "aod_iteration", "role": "candidate", "edit_kind": "add_note",
+              "policy": {"frozen": True, "probs": {"add_note": 0.5, "set_hint": 0.5}}}  # fmt: skip
+    for cell in RunStore(run).iter_cells():
+        prior = {"add_note": 0.8, "set_hint": 0.2} if cell.key.system == "aod-prior" else None
+        _trace(cell.path, [{"event": "aod_start", "policy_prior": prior}, frozen])
+    assert learned_policy_systems(run) == ["aod-prior"]
+
+
+def test_policy_prior_reads_one_systems_rounds_in_the_given_seeds(tmp_path, capsys):
+    """Per kind: every candidate round of `--system` in those seeds (other seeds and systems left out),
+    and the printed prior is `boltzmann_prior` of exactly those differences."""
+    import json
+
+    from bench.store import RunStore
+    from benchmarks.aod.policy_prior import kind_differences, main, parse_seeds
+    from systems.optimizers.edits import EDIT_KINDS
+    from systems.optimizers.policy import boltzmann_prior
+
+    assert parse_seeds("0-2,6") == [0, 1, 2, 6] and parse_seeds("5") == [5]
+    with pytest.raises(ValueError, match="backwards"):
+        parse_seeds("4-1")
+    values = {(s, "multiwoz/train"): {"tsr": [0.0, 0.0, 0.0]} for s in ("aod-norl", "aod")}
+    run = write_run(tmp_path / "r", values, seeds=[0, 1, 2])
+
+    def cand(kind: str, d: float, kept: bool = False) -> dict:
+        return {"event": "aod_iteration", "role": "candidate", "edit_kind": kind,
+                "paired_difference": d, "accepted": kept}  # fmt: skip
+
+    rounds = {
+        0: [cand("add_note", 0.1, True), cand("set_hint", -0.2), cand("add_note", 0.0)],
+        1: [cand("set_hint", -0.1), cand("add_note", 0.2), cand("rewrite_instruction", 0.0)],
+        2: [cand("add_note", 9.0), cand("set_hint", 9.0)],  # not asked for
+    }
+    for cell in RunStore(run).iter_cells():
+        seed = int(cell.key.seed)
+        _trace(cell.path, rounds[seed] if cell.key.system == "aod-norl" else [cand("add_note", -9.0)])
+    diffs, kept, found = kind_differences([run], "aod-norl", "multiwoz/train", [0, 1, 7])
+    assert found == [0, 1]
+    assert diffs == {"add_note": [0.1, 0.0, 0.2], "set_hint": [-0.2, -0.1], "rewrite_instruction": [0.0]}
+    assert kept == {"add_note": 1, "set_hint": 0, "rewrite_instruction": 0}
+    out = tmp_path / "prior.json"
+    assert main([str(run), "--task", "multiwoz/train", "--seeds", "0-1", "--json", str(out)]) == 0
+    written = json.loads(out.read_text())
+    assert written["prior"] == pytest.approx(boltzmann_prior(diffs, EDIT_KINDS))
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("policy_prior: {")]
+    assert line and all(k in line[0] for k in EDIT_KINDS)
+    with pytest.raises(SystemExit):  # a seed without a finished cell is an error, not a smaller prior
+        main([str(run), "--task", "multiwoz/train", "--seeds", "0-3"])

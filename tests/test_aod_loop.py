@@ -38,6 +38,9 @@ TINY_DLM = SHARED_TINY_DLM | {"vocab_size": 400}
 COMMON: dict[str, Any] = {"generator": "llada", "budget": 12, "batch_size": 4, "with_similarity": False}
 AOD: dict[str, Any] = {**COMMON, "judge_limit": 2, "schema_questions": False, "with_perplexity": False}
 N = 4
+# a prior learned elsewhere (benchmarks.aod.policy_prior), skewed so its draws show
+PRIOR = {"add_note": 0.05, "replace_note": 0.05, "set_hint": 0.05, "vary_hint": 0.05, "vary_together": 0.05,
+         "remove_hint": 0.05, "rewrite_instruction": 0.7}  # fmt: skip
 
 
 class PoisonRecords(tuple):
@@ -79,6 +82,9 @@ def runs(spec: TaskSpec, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "aod-static": AoDStaticSystem(AOD).generate(spec, N, 0, context(root, "c")),
         "aod-norl": AoDNoRLSystem(AOD).generate(spec, N, 0, context(root, "a")),
         "aod-realized": AoDSystem({**AOD, "policy_reward": "realized", "budget": 16}).generate(
+            spec, N, 0, context(root, "a")
+        ),
+        "aod-prior": AoDNoRLSystem({**AOD, "policy_prior": PRIOR, "budget": 16}).generate(
             spec, N, 0, context(root, "a")
         ),
         "aod-noop": AoDSystem({**AOD, "edit_mode": "noop-resample", "budget": 16}).generate(
@@ -233,6 +239,23 @@ def test_the_policy_learns_from_the_paired_difference_or_the_realized_step(runs:
             kept = e["accepted"]
             want = e["paired_difference"] if name == "aod" or kept else 0.0
             assert e["policy"]["reward"] == pytest.approx(want)
+
+
+def test_a_frozen_policy_with_a_prior_draws_from_the_prior_over_the_applicable_kinds(runs: dict) -> None:
+    """aod-norl with `policy_prior`: the start event records the prior, every round's distribution is
+    the prior renormalized over that round's applicable kinds, and it never moves."""
+    assert runs["aod-prior"].trace[0]["policy_prior"] == PRIOR
+    assert runs["aod-norl"].trace[0]["policy_prior"] is None
+    cands = [e for e in iteration_events(runs["aod-prior"]) if e["role"] == "candidate"]
+    assert len(cands) == 2  # budget 16, batch 4: two rounds of two evaluations
+    for e in cands:
+        probs = e["policy"]["probs"]
+        assert e["policy"]["frozen"] and e["edit_kind"] in probs
+        z = sum(PRIOR[k] for k in probs)
+        assert probs == pytest.approx({k: PRIOR[k] / z for k in probs})
+    for e in (e for e in iteration_events(runs["aod-norl"]) if e["role"] == "candidate"):
+        probs = e["policy"]["probs"]
+        assert probs == {k: 1.0 / len(probs) for k in probs}  # no prior: exactly uniform
 
 
 def test_usage_reports_judge_and_optimizer_calls_per_cell(runs: dict) -> None:

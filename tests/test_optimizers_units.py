@@ -27,7 +27,7 @@ from systems.optimizers.evaluator import NaturalLanguageEvaluator
 from systems.optimizers.evolution import Unit, read_instruction
 from systems.optimizers.evoprompt import roulette, template_crossover
 from systems.optimizers.judge import parse_yes_no
-from systems.optimizers.policy import EditPolicy
+from systems.optimizers.policy import EditPolicy, boltzmann_prior
 from systems.optimizers.reward import WEIGHTS, reward, subrewards
 from systems.skeleton_prompt import DiffusionPrompt
 
@@ -470,15 +470,74 @@ def test_reply_schemas_compile_to_finite_grammars_and_accept_good_replies(bookin
     assert reply_schema("remove_hint", booking, p, EditBounds(), "x") is None
 
 
-def test_frozen_policy_is_uniform_and_uses_the_same_draws() -> None:
+def test_an_untrained_policy_is_exactly_uniform_so_aod_norl_draws_what_it_always_drew() -> None:
+    """aod-norl samples from the starting policy; with no prior its zero logits give exactly 1/n (the
+    same floats the uniform draws used before priors existed), so its cells are unchanged."""
     pol = EditPolicy(("a", "b", "c", "d"))
-    assert pol.uniform(["a", "c"]) == {"a": 0.5, "c": 0.5}
+    assert pol.probs(["a", "c"]) == {"a": 0.5, "c": 0.5}
+    assert pol.probs() == {k: 1.0 / 4 for k in "abcd"}
     rng = random.Random(3)
     counts = {k: 0 for k in "abcd"}
     for _ in range(4000):
-        counts[pol.sample_uniform(rng)[0]] += 1
+        counts[pol.sample(rng)[0]] += 1
     assert all(abs(c / 4000 - 0.25) < 0.04 for c in counts.values())
-    assert pol.sample_uniform(random.Random(9))[1] == 0.25
+    assert pol.sample(random.Random(9))[1] == 0.25
+
+
+def test_a_prior_sets_the_starting_policy_and_masking_renormalizes_it() -> None:
+    prior = {"a": 2.0, "b": 1.0, "c": 1.0}  # weights: normalized to 0.5, 0.25, 0.25
+    pol = EditPolicy(("a", "b", "c"), prior=prior)
+    assert pol.probs() == pytest.approx({"a": 0.5, "b": 0.25, "c": 0.25})
+    assert pol.probs(["b", "c"]) == pytest.approx({"b": 0.5, "c": 0.5})
+    assert pol.probs(["a", "c"]) == pytest.approx({"a": 2 / 3, "c": 1 / 3})
+    rng = random.Random(5)
+    draws = [pol.sample(rng)[0] for _ in range(6000)]
+    assert draws.count("a") / 6000 == pytest.approx(0.5, abs=0.03)
+    # the same uniform numbers as the untrained policy: they differ only where the CDFs differ
+    flat = EditPolicy(("a", "b", "c"))
+    same = sum(pol.sample(random.Random(i))[0] == flat.sample(random.Random(i))[0] for i in range(3000))
+    # prior: a [0, .5), b [.5, .75), c [.75, 1); uniform: a [0, 1/3), b [1/3, 2/3), c [2/3, 1)
+    assert same / 3000 == pytest.approx(1 / 3 + (2 / 3 - 0.5) + 0.25, abs=0.03)
+
+
+@pytest.mark.parametrize(
+    ("prior", "named"),
+    [
+        ({"a": 1.0, "b": 1.0}, "missing ['c']"),
+        ({"a": 1.0, "b": 1.0, "c": 1.0, "z": 1.0}, "unknown ['z']"),
+        ({"a": 1.0, "b": 0.0, "c": 1.0}, "not positive and finite: ['b']"),
+        ({"a": 1.0, "b": math.inf, "c": 1.0}, "not positive and finite: ['b']"),
+    ],
+)
+def test_a_prior_must_give_every_kind_a_positive_weight(prior: dict, named: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(named)):
+        EditPolicy(("a", "b", "c"), prior=prior)
+
+
+def test_aod_params_reject_a_prior_that_misses_an_edit_kind_naming_the_key() -> None:
+    from bench.errors import BenchError
+    from systems.aod import AoDNoRLSystem
+
+    with pytest.raises(BenchError, match="policy_prior.*missing"):
+        AoDNoRLSystem({"policy_prior": {"add_note": 1.0}})
+
+
+def test_boltzmann_prior_is_a_softmax_of_mean_differences_over_the_pooled_sd() -> None:
+    """Checked against a direct computation: pooled SD from the within-kind sums of squares, logits
+    mean/s, an unobserved kind at the average observed logit."""
+    diffs = {"a": [0.1, 0.3, 0.2], "b": [-0.2, 0.0], "c": [-0.5, -0.3, -0.4, -0.4]}
+    got = boltzmann_prior(diffs, ("a", "b", "c", "d"))
+    ss = (0.01 + 0.01 + 0.0) + (0.01 + 0.01) + (0.01 + 0.01 + 0.0 + 0.0)
+    s = math.sqrt(ss / ((3 - 1) + (2 - 1) + (4 - 1)))
+    logits = {"a": 0.2 / s, "b": -0.1 / s, "c": -0.4 / s}
+    logits["d"] = sum(logits.values()) / 3
+    z = sum(math.exp(v) for v in logits.values())
+    assert got == pytest.approx({k: math.exp(v) / z for k, v in logits.items()})
+    assert sum(got.values()) == pytest.approx(1.0) and got["a"] > got["d"] > got["c"]
+    with pytest.raises(ValueError, match="pooled SD"):
+        boltzmann_prior({"a": [0.1, 0.1], "b": [0.2]}, ("a", "b"))
+    with pytest.raises(ValueError, match="no observed"):
+        boltzmann_prior({"a": [math.nan]}, ("a",))
 
 
 # ----------------------------------------------------------------------- EvoPrompt DE (Guo et al.)

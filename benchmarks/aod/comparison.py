@@ -15,9 +15,9 @@ What it reports, per task:
 - from the stored samples and traces, why the numbers are what they are: in how many cells the final
   samples are the reference's own records (the search kept no edit that changed them), and for the AoD
   family how many candidate edits were kept and where they came from (agent reply or template fallback);
-- round by round, whether each learned edit policy (`aod`, or `aod` under another name with other
-  params) drew other kinds than `aod-norl`'s frozen uniform one (they share the seeded draws), and what
-  it ended up preferring;
+- round by round, whether each learned edit policy (`aod`, `aod` under another name with other
+  params, or a policy with a prior learned across cells) drew other kinds than `aod-norl`'s frozen
+  uniform one (they share the seeded draws), and what it ended up preferring;
 - the incumbent's reward and `tsr` on each round's fresh batch, per system, paired by round (how fast
   each search got where it ended).
 
@@ -71,7 +71,7 @@ def _split(run: Path) -> tuple[Path, set[str] | None]:
     return run, None
 
 
-def _cells(runs: Runs) -> dict[tuple[str, str, int], Path]:
+def finished_cells(runs: Runs) -> dict[tuple[str, str, int], Path]:
     """(system, task, seed) -> cell directory, for finished cells (read through the run store, so a
     damaged cell is skipped with its warning). A cell in two runs is an error."""
     from bench.errors import BenchError
@@ -97,12 +97,12 @@ def _cells(runs: Runs) -> dict[tuple[str, str, int], Path]:
 
 
 def _frame(runs: Runs) -> Any:
-    """The runs' tidy frames (`reports.aggregate.load_run`) as one; `_cells` rejects overlaps first."""
+    """The runs' tidy frames (`reports.aggregate.load_run`) as one; `finished_cells` rejects overlaps first."""
     import pandas as pd
 
     from reports.aggregate import load_run
 
-    _cells(runs)
+    finished_cells(runs)
     frames = []
     for run in _runs(runs):
         path, only = _split(run)
@@ -115,22 +115,27 @@ def _texts(cell: Path) -> list[str]:
     return [json.loads(line)["text"] for line in (cell / "samples.jsonl").read_text().splitlines() if line]
 
 
-def _iterations(cell: Path, role: str) -> list[dict[str, Any]]:
-    """A cell's AoD-family iteration events of one role (`candidate`: one per round, `incumbent`: the
-    incumbent's fresh batch of each round), in order; none for a cell without a trace."""
+def _events(cell: Path, event: str) -> list[dict[str, Any]]:
+    """A cell's trace events of one kind, in order; none for a cell without a trace."""
     trace = cell / "trace.jsonl"
     events = (json.loads(line) for line in trace.read_text().splitlines() if line) if trace.exists() else ()
-    return [ev for ev in events if ev.get("event") == "aod_iteration" and ev.get("role") == role]
+    return [ev for ev in events if ev.get("event") == event]
 
 
-def _candidates(cell: Path) -> list[dict[str, Any]]:
+def _iterations(cell: Path, role: str) -> list[dict[str, Any]]:
+    """A cell's AoD-family iteration events of one role (`candidate`: one per round, `incumbent`: the
+    incumbent's fresh batch of each round), in order."""
+    return [ev for ev in _events(cell, "aod_iteration") if ev.get("role") == role]
+
+
+def candidate_events(cell: Path) -> list[dict[str, Any]]:
     return _iterations(cell, "candidate")
 
 
 def search_summary(run: Runs, reference: str) -> list[dict[str, Any]]:
     """Per (system, task): cells, cells whose final samples equal the reference's, and for the AoD family
     candidate edits, kept edits and fallbacks, from the traces."""
-    cells = _cells(run)
+    cells = finished_cells(run)
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for (system, task, seed), cell in sorted(cells.items()):
         row = rows.setdefault(
@@ -146,7 +151,7 @@ def search_summary(run: Runs, reference: str) -> list[dict[str, Any]]:
         sources: Counter[str] = row.setdefault("edit_sources", Counter())
         kept_kinds: Counter[str] = row.setdefault("kept_kinds", Counter())
         last_probs: dict[str, float] | None = None
-        for ev in _candidates(cell):
+        for ev in candidate_events(cell):
             row["edits"] += 1
             sources[str(ev.get("edit_source"))] += 1
             probs = (ev.get("policy") or {}).get("probs") if isinstance(ev.get("policy"), dict) else None
@@ -173,7 +178,7 @@ def check_failures(run: Runs) -> list[dict[str, Any]]:
     passes `tsr` only when every check passes."""
     rows = []
     by: dict[tuple[str, str], tuple[int, Counter[str]]] = {}
-    for (system, task, _seed), cell in sorted(_cells(run).items()):
+    for (system, task, _seed), cell in sorted(finished_cells(run).items()):
         n, fails = by.get((system, task), (0, Counter()))
         for line in (cell / "samples.jsonl").read_text().splitlines():
             if not line:
@@ -193,8 +198,8 @@ def edit_kinds(run: Runs) -> list[dict[str, Any]]:
     candidate batch's reward exactly equal to the incumbent's (the edit did not reach the generator's
     records), the mean paired reward difference, and how many were kept."""
     acc: dict[tuple[str, str], dict[str, Any]] = {}
-    for (_system, task, _seed), cell in sorted(_cells(run).items()):
-        for ev in _candidates(cell):
+    for (_system, task, _seed), cell in sorted(finished_cells(run).items()):
+        for ev in candidate_events(cell):
             d = ev.get("paired_difference")
             row = acc.setdefault(
                 (task, str(ev.get("edit_kind"))), {"n": 0, "unchanged": 0, "diffs": [], "kept": 0}
@@ -219,13 +224,15 @@ def edit_kinds(run: Runs) -> list[dict[str, Any]]:
 
 def learned_policy_systems(run: Runs) -> list[str]:
     """Systems whose traces show a learned edit policy: candidate events whose policy update is not the
-    frozen one of `aod-norl` (`aod`, and `aod` with other params under another name)."""
+    frozen one of `aod-norl` (`aod`, and `aod` with other params under another name), or a start event
+    with a `policy_prior` (a policy learned across cells, frozen or not)."""
     found: list[str] = []
-    for (system, _task, _seed), cell in sorted(_cells(run).items()):
+    for (system, _task, _seed), cell in sorted(finished_cells(run).items()):
         if system in found:
             continue
-        updates = [ev.get("policy") for ev in _candidates(cell)]
-        if any(isinstance(u, dict) and "frozen" not in u and u.get("probs") for u in updates):
+        updates = [ev.get("policy") for ev in candidate_events(cell)]
+        learned = any(isinstance(u, dict) and "frozen" not in u and u.get("probs") for u in updates)
+        if learned or any(ev.get("policy_prior") for ev in _events(cell, "aod_start")):
             found.append(system)
     return found
 
@@ -241,7 +248,7 @@ def policy_divergence(
     Reports the rounds compared, the share of rounds where both drew the same kind, the first round where
     they differed (per seed; None when never), cells whose final records are identical, and the learned
     policy's final probabilities averaged over seeds (what it learned to prefer)."""
-    cells = _cells(run)
+    cells = finished_cells(run)
     out = []
     for system in learned if learned is not None else learned_policy_systems(run):
         out += _divergence_of(cells, system, frozen)
@@ -261,9 +268,9 @@ def _divergence_of(
         finals: list[dict[str, float]] = []
         for seed in seeds:
             a, b = cells[(learned, task, seed)], cells[(frozen, task, seed)]
-            ca = _candidates(a)
+            ca = candidate_events(a)
             ka = [str(ev.get("edit_kind")) for ev in ca]
-            kb = [str(ev.get("edit_kind")) for ev in _candidates(b)]
+            kb = [str(ev.get("edit_kind")) for ev in candidate_events(b)]
             pairs = list(zip(ka, kb, strict=False))
             rounds += len(pairs)
             same += sum(x == y for x, y in pairs)
@@ -301,7 +308,7 @@ def incumbent_curve(
     round: a policy that learns which edit kind pays should reach a better incumbent in fewer rounds,
     even where both end at the same place."""
     acc: dict[tuple[str, str, int], dict[str, list[float]]] = {}
-    for (system, task, _seed), cell in sorted(_cells(run).items()):
+    for (system, task, _seed), cell in sorted(finished_cells(run).items()):
         if systems is not None and system not in systems:
             continue
         for ev in _iterations(cell, "incumbent"):

@@ -118,6 +118,7 @@ class AoDConfig:
     policy_epochs: int = 4
     policy_frozen: bool = False  # aod-norl: uniform over the applicable kinds, never updated
     policy_reward: Literal["paired", "realized"] = "paired"  # see `policy_reward`
+    policy_prior: tuple[tuple[str, float], ...] | None = None  # starting edit-kind probabilities
     constrained: bool = True  # the optimizer's reply is decoded under reply_schema's grammar
     acceptance: Literal["swap", "swap-conservative", "greater"] = "swap"
     alpha: float = 0.1
@@ -344,7 +345,13 @@ class AoDOptimizer:
         )
         judge = Judge.for_task(judge_agent, self.questions(spec), spec)
         evaluator = NaturalLanguageEvaluator(cfg.with_similarity, cfg.with_perplexity)
-        policy = EditPolicy(EDIT_KINDS, lr=cfg.policy_lr, clip=cfg.policy_clip, epochs=cfg.policy_epochs)
+        policy = EditPolicy(
+            EDIT_KINDS,
+            lr=cfg.policy_lr,
+            clip=cfg.policy_clip,
+            epochs=cfg.policy_epochs,
+            prior=dict(cfg.policy_prior) if cfg.policy_prior else None,
+        )
         rule = AcceptanceRule(cfg.acceptance, cfg.alpha, cfg.min_gain)
         paired = PairedReward(view, ctx, cfg.with_similarity)
         rng = derived_rng(seed, "aod-policy")
@@ -357,6 +364,7 @@ class AoDOptimizer:
                 "static": cfg.static,
                 "policy_frozen": cfg.policy_frozen,
                 "policy_reward": cfg.policy_reward,
+                "policy_prior": dict(cfg.policy_prior) if cfg.policy_prior else None,
                 "edit_mode": cfg.edit_mode,
                 "acceptance": {"test": cfg.acceptance, "alpha": cfg.alpha, "min_gain": cfg.min_gain},
                 "questions": judge.questions,
@@ -406,10 +414,8 @@ class AoDOptimizer:
             )
             n_eval += 1
             allowed = applicable_kinds(current.prompt, cfg.bounds, spec, failing_of(current))
-            if cfg.policy_frozen:
-                kind, p_old = policy.sample_uniform(rng, allowed)
-            else:
-                kind, p_old = policy.sample(rng, allowed)
+            # frozen (aod-norl): the starting policy throughout, uniform unless a prior is given
+            kind, p_old = policy.sample(rng, allowed)
             edit, info = self.propose(kind, spec, current, history, agent, rng, original)
             child = apply_edit(current.prompt, edit) if edit else current.prompt
             # noop-resample: the same prompt on independent noise, the exact null of the test
@@ -421,7 +427,7 @@ class AoDOptimizer:
             u = derived_rng(round_seed, "acceptance-u").random()
             accepted = rule.decide(test, test.observed, u)
             if cfg.policy_frozen:
-                update: JSON = {"kind": kind, "frozen": True, "probs": policy.uniform(allowed)}
+                update: JSON = {"kind": kind, "frozen": True, "probs": policy.probs(allowed)}
             else:
                 update = policy.update(
                     kind, policy_reward(cfg.policy_reward, test.observed, accepted), p_old, allowed

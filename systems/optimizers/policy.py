@@ -14,12 +14,17 @@ at the smallest scale that is still the real thing:
   whose gradient in the logits is rho * A * (onehot(a) - pi_theta) while unclipped and 0 once clipped.
   Clipping bounds how far one noisy reward can move the policy (the "small step" in Theorem 1's
   contraction argument).
+
+A policy can start from a prior instead of uniform (`prior`, `boltzmann_prior`): the edit kinds' values
+learned across other cells of the task, because one cell keeps too few edits for its own updates to move
+the policy (docs/systems-aod.md, "A policy learned across cells").
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bench.types import JSON
@@ -47,8 +52,14 @@ class EditPolicy:
     logits: dict[str, float] = field(default_factory=dict)
     baseline: float = 0.0
     updates: int = 0
+    prior: Mapping[str, float] | None = None  # starting probabilities (None: uniform)
 
     def __post_init__(self) -> None:
+        if self.prior is not None:
+            check_prior(self.prior, self.kinds)
+            z = sum(self.prior.values())
+            for k in self.kinds:
+                self.logits.setdefault(k, math.log(self.prior[k] / z))
         for k in self.kinds:
             self.logits.setdefault(k, 0.0)
 
@@ -65,15 +76,6 @@ class EditPolicy:
     def sample(self, rng: random.Random, allowed: list[str] | None = None) -> tuple[str, float]:
         """An edit kind and its probability under the current policy (pi_old for the update)."""
         return _draw(rng, self.probs(allowed))
-
-    def uniform(self, allowed: list[str] | None = None) -> dict[str, float]:
-        """The frozen policy of `aod-norl`: uniform over the applicable kinds."""
-        names = [k for k in self.kinds if allowed is None or k in allowed]
-        return {k: 1.0 / len(names) for k in names}
-
-    def sample_uniform(self, rng: random.Random, allowed: list[str] | None = None) -> tuple[str, float]:
-        """A kind drawn uniformly (same RNG use as `sample`, so only the probabilities differ)."""
-        return _draw(rng, self.uniform(allowed))
 
     def update(self, kind: str, reward: float, p_old: float, allowed: list[str] | None = None) -> JSON:
         """One clipped policy-gradient update for the action taken; returns what happened (for the trace)."""
@@ -106,3 +108,48 @@ class EditPolicy:
             "baseline": self.baseline,
             "probs": self.probs(),
         }
+
+
+def check_prior(prior: Mapping[str, float], kinds: Sequence[str]) -> None:
+    """A prior names every edit kind, and only those, with a positive finite weight (a kind at 0 could
+    never be drawn, and a round where it is the only applicable kind would have no distribution)."""
+    missing = [k for k in kinds if k not in prior]
+    unknown = [k for k in prior if k not in kinds]
+    bad = [k for k, v in prior.items() if not (isinstance(v, int | float) and math.isfinite(v) and v > 0)]
+    if missing or unknown or bad:
+        raise ValueError(
+            "policy prior must give every edit kind a positive weight"
+            + (f"; missing {missing}" if missing else "")
+            + (f"; unknown {unknown} (kinds: {list(kinds)})" if unknown else "")
+            + (f"; not positive and finite: {bad}" if bad else "")
+        )
+
+
+def boltzmann_prior(differences: Mapping[str, Sequence[float]], kinds: Sequence[str]) -> dict[str, float]:
+    """Edit-kind probabilities from observed paired reward differences D per kind (other cells' rounds):
+    a softmax of each kind's mean D in units of the pooled within-kind standard deviation of D,
+    p_k proportional to exp(mean_k / s).
+
+    Why this scale: s is the noise of one round's D, so a kind whose edits gain one noise unit more than
+    another's is drawn e times as often. It keeps every kind drawable (exploration) and needs no tuned
+    temperature. A kind never observed gets the mean of the observed kinds' logits (no evidence either
+    way). Why the mean of D and not the probability of being best (Thompson sampling): the latter puts
+    almost all mass on one kind, and when that kind is not applicable in a round the renormalized draw
+    falls to the runner-up whatever its value."""
+    observed = {k: [float(d) for d in differences.get(k, ()) if math.isfinite(d)] for k in kinds}
+    observed = {k: v for k, v in observed.items() if v}
+    if not observed:
+        raise ValueError("no observed paired differences to build a prior from")
+    means = {k: sum(v) / len(v) for k, v in observed.items()}
+    dof = sum(len(v) - 1 for v in observed.values())
+    ss = sum(sum((d - means[k]) ** 2 for d in v) for k, v in observed.items())
+    if dof <= 0 or ss <= 0:
+        raise ValueError("a prior needs repeated, varying differences within kinds (pooled SD is 0)")
+    scale = math.sqrt(ss / dof)
+    logits = {k: m / scale for k, m in means.items()}
+    neutral = sum(logits.values()) / len(logits)
+    full = {k: logits.get(k, neutral) for k in kinds}
+    top = max(full.values())
+    weights = {k: math.exp(v - top) for k, v in full.items()}
+    z = sum(weights.values())
+    return {k: w / z for k, w in weights.items()}
