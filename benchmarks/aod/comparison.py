@@ -366,6 +366,16 @@ def paired_rows(run: Runs, reference: str, metrics: tuple[str, ...]) -> list[dic
             for c in compare_frame(frame, "aod-norl", where)
             if c.metric in metrics and c.system in others
         ]
+    # With `--reference aod-norl` the learned-policy pairs are already among the reference's: a test
+    # listed twice would count twice in Holm's family.
+    seen: set[tuple[str, str, str, str]] = set()
+    unique = []
+    for ref, c in rows:
+        key = (ref, c.system, c.task, c.metric)
+        if key not in seen:
+            seen.add(key)
+            unique.append((ref, c))
+    rows = unique
     adjusted = holm([c.p_ttest for _, c in rows])
     return [
         {"against": ref, **c.to_json(), "p_ttest_holm": None if math.isnan(p) else p}
