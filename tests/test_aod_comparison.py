@@ -221,7 +221,7 @@ def test_every_learned_policy_variant_is_tested_against_the_frozen_policy(tmp_pa
     assert set(pairs) == {("llada", "aod-norl"), ("llada", "aod-realized"), ("aod-norl", "aod-realized")}
     assert pairs[("aod-norl", "aod-realized")]["diff"] == pytest.approx(0.1)
     # With aod-norl as the reference the learned-policy pair is one of the reference's pairs: listed once,
-    # so Holm's family is the three distinct tests.
+    # so Holm's family is the two distinct tests.
     against_norl = paired_rows(run, "aod-norl", ("tsr",))
     keys = [(r["against"], r["system"]) for r in against_norl]
     assert sorted(keys) == [("aod-norl", "aod-realized"), ("aod-norl", "llada")]
