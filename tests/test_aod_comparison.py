@@ -290,3 +290,59 @@ def test_policy_prior_reads_one_systems_rounds_in_the_given_seeds(tmp_path, caps
     assert line and all(k in line[0] for k in EDIT_KINDS)
     with pytest.raises(SystemExit):  # a seed without a finished cell is an error, not a smaller prior
         main([str(run), "--task", "multiwoz/train", "--seeds", "0-3"])
+
+
+def test_pool_rows_replays_each_distinct_kept_pool_as_a_llada_system(tmp_path, capsys):
+    """`kept_pools`: only kept `vary_together` edits, each distinct row set once, only over the first
+    pool's fields; `pool_suite` loads as a suite with one llada system per row set on the base suite's
+    DLM and seeds; `analyze` prints each row set's mean and Friedman's test, whose statistic is scipy's."""
+    import yaml
+    from scipy.stats import friedmanchisquare
+
+    from bench.store import RunStore
+    from bench.suite import load_suite
+    from benchmarks.aod.pool_rows import kept_pools, main, pool_suite, row_set_table
+
+    duration = ["arriveBy", "duration", "leaveAt"]
+    rows_a, rows_b = [["10:00", "60 minutes", "09:00"]], [["12:30", "30 minutes", "12:00"]]
+
+    def pool(fields: list[str], rows: list, kept: bool = True) -> dict:
+        return {"event": "aod_iteration", "role": "candidate", "edit_kind": "vary_together",
+                "accepted": kept, "edit": {"kind": "vary_together", "fields": fields, "rows": rows}}  # fmt: skip
+
+    values = {(s, "multiwoz/train"): {"tsr": [0.0, 0.0]} for s in ("aod-norl", "aod-prior")}
+    run = write_run(tmp_path / "r", values, seeds=[0, 1])
+    traces = {
+        ("aod-norl", 0): [pool(duration, rows_b, kept=False), pool(duration, rows_a)],
+        ("aod-norl", 1): [pool(["departure", "destination"], [["Ely", "Cambridge"]]), pool(duration, rows_b)],
+        ("aod-prior", 0): [pool(duration, rows_a)],  # the same rows as aod-norl seed 0: listed once
+        ("aod-prior", 1): [],
+    }
+    for cell in RunStore(run).iter_cells():
+        _trace(cell.path, traces[(cell.key.system, int(cell.key.seed))])
+    pools = kept_pools(run, "multiwoz/train")
+    assert [(p["rows"], p["source"]) for p in pools] == [
+        (rows_a, "aod-norl/seed-0"),
+        (rows_b, "aod-norl/seed-1"),
+    ]
+
+    base = yaml.safe_load(Path("suites/aod_rl_prior_transfer.yaml").read_text())
+    suite = pool_suite(base, pools, "mdlm-1800-threshold", "multiwoz/train")
+    path = tmp_path / "pool_rows.yaml"
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    loaded = load_suite(path).suite  # every check a run makes
+    assert sorted(loaded.systems) == ["rows-0", "rows-1"] and loaded.seed_list() == list(range(10))
+    assert suite["systems"]["rows-1"]["params"]["joint_pools"] == [{"fields": duration, "rows": rows_b}]
+    with pytest.raises(ValueError, match="no joint pool"):
+        pool_suite(base, [], "mdlm-1800-threshold", "multiwoz/train")
+
+    scores = {"rows-0": [0.5, 0.25, 0.0], "rows-1": [0.5, 0.5, 0.125], "rows-2": [0.75, 0.5, 0.25]}
+    replay = write_run(
+        tmp_path / "p", {(s, "multiwoz/train"): {"tsr": v} for s, v in scores.items()}, seeds=[0, 1, 2]
+    )
+    systems, seeds, matrix = row_set_table(replay, "multiwoz/train", "tsr")
+    assert systems == ["rows-0", "rows-1", "rows-2"] and seeds == [0, 1, 2]
+    assert matrix == [[0.5, 0.5, 0.75], [0.25, 0.5, 0.5], [0.0, 0.125, 0.25]]
+    assert main(["analyze", str(replay)]) == 0
+    stat, p = friedmanchisquare(*scores.values())
+    assert f"Friedman chi2 {stat:.2f}, p {p:.3g}" in capsys.readouterr().out
