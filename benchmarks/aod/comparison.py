@@ -352,30 +352,22 @@ def paired_rows(run: Runs, reference: str, metrics: tuple[str, ...]) -> list[dic
         (reference, c) for c in compare_frame(frame, reference, where) if c.metric in metrics
     ]
     present = {c.system for _, c in rows} | {reference}
+    # A pair already tested against the reference is not tested again: listed twice, it would count
+    # twice in Holm's family (`--reference aod-norl`).
     for other in PAIRS_AGAINST_AOD:
-        if other in present and "aod" in present:
+        if other != reference and other in present and "aod" in present:
             rows += [
                 (other, c)
                 for c in compare_frame(frame, other, where)
                 if c.metric in metrics and c.system == "aod"
             ]
     others = [x for x in learned_policy_systems(run) if x != "aod" and x in present]
-    if others and "aod-norl" in present:
+    if others and "aod-norl" in present and reference != "aod-norl":
         rows += [
             ("aod-norl", c)
             for c in compare_frame(frame, "aod-norl", where)
             if c.metric in metrics and c.system in others
         ]
-    # With `--reference aod-norl` the learned-policy pairs are already among the reference's: a test
-    # listed twice would count twice in Holm's family.
-    seen: set[tuple[str, str, str, str]] = set()
-    unique = []
-    for ref, c in rows:
-        key = (ref, c.system, c.task, c.metric)
-        if key not in seen:
-            seen.add(key)
-            unique.append((ref, c))
-    rows = unique
     adjusted = holm([c.p_ttest for _, c in rows])
     return [
         {"against": ref, **c.to_json(), "p_ttest_holm": None if math.isnan(p) else p}

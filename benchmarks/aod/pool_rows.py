@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -82,18 +81,16 @@ def pool_suite(base: dict[str, Any], pools: list[dict[str, Any]], dlm: str, task
 
 
 def row_set_table(run: Path, task: str, metric: str) -> tuple[list[str], list[int], list[list[float]]]:
-    """Systems, seeds shared by all of them, and the metric as a (seeds x systems) matrix."""
-    cells = finished_cells(run)
-    systems = sorted({s for s, t, _ in cells if t == task}, key=lambda s: (len(s), s))
-    seeds = sorted(set.intersection(*({k for s2, t, k in cells if s2 == s and t == task} for s in systems)))
-    matrix = []
-    for seed in seeds:
-        row = []
-        for s in systems:
-            value = json.loads((cells[(s, task, seed)] / "metrics.json").read_text()).get(metric)
-            row.append(math.nan if value is None else float(value))
-        matrix.append(row)
-    return systems, seeds, matrix
+    """Systems, seeds that every system finished, and the metric as a (seeds x systems) matrix, from the
+    run's tidy frame (`reports.aggregate.load_run`)."""
+    from reports.aggregate import load_run
+
+    frame = load_run(run)
+    ok = frame[(frame["status"] == "ok") & (frame["task"] == task) & (frame["metric"] == metric)]
+    table = ok.pivot_table(index="seed", columns="system", values="value", aggfunc="first").dropna()
+    systems = sorted(table.columns, key=lambda s: (len(s), s))
+    table = table[systems].sort_index()
+    return systems, [int(k) for k in table.index], table.to_numpy(dtype=float).tolist()
 
 
 def main(argv: list[str] | None = None) -> int:
