@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -30,6 +31,7 @@ from systems.optimizers.base import (
     add_generator_usage,
     make_generator,
     role_temperature,
+    steer_params,
     template_text,
 )
 from systems.params import validate_params
@@ -101,6 +103,16 @@ class AoDParams(OptimizerParams):
     edit_mode: Literal["agent", "noop-note", "noop-resample"] = Field(
         "agent", description="who writes edits (noop-*: do-nothing edits, to measure false acceptance)"
     )
+    max_hints: int = Field(
+        3,
+        ge=1,
+        le=12,
+        description="most hint lines (fixed, pooled and joint) a prompt may carry; keep it at most the "
+        "generator's training (the embedded DLM's `max_hints`, 3 by default)",
+    )
+    max_joint: int = Field(
+        1, ge=0, le=4, description="most joint pools (`vary_together` edits) a prompt may carry"
+    )
 
     @field_validator("policy_prior")
     @classmethod
@@ -162,6 +174,7 @@ class PromptOptimizationSystem(ABC):
                 "system": self.name,
                 "generator": self.generator.name,
                 "prompt": template_text(opt.prompt),
+                "prompt_params": steer_params(opt.prompt),
                 "best_reward": opt.best_reward,
                 "n": n,
                 "optimization_generator_calls": opt.usage.generator_calls,
@@ -187,6 +200,7 @@ class AoDSystem(PromptOptimizationSystem):
 
     def optimizer(self) -> PromptOptimizer:
         from systems.optimizers.aod import AoDConfig, AoDOptimizer
+        from systems.optimizers.edits import EditBounds
 
         p = self.params
         return AoDOptimizer(
@@ -212,6 +226,7 @@ class AoDSystem(PromptOptimizationSystem):
                 alpha=p.alpha,
                 min_gain=p.min_gain,
                 edit_mode=p.edit_mode,
+                bounds=replace(EditBounds(), max_hints=p.max_hints, max_joint=p.max_joint),
             )
         )
 

@@ -346,3 +346,95 @@ def test_pool_rows_replays_each_distinct_kept_pool_as_a_llada_system(tmp_path, c
     assert main(["analyze", str(replay)]) == 0
     stat, p = friedmanchisquare(*scores.values())
     assert f"Friedman chi2 {stat:.2f}, p {p:.3g}" in capsys.readouterr().out
+
+
+def test_replay_rebuilds_each_kept_prompt_and_tests_the_replayed_values(tmp_path, capsys):
+    """`replay suite`: the prompt a cell kept comes from its final event's `prompt_params`, or is rebuilt
+    from the kept edits (checked against the trace's text: a tampered trace is refused); the best
+    rejected candidates after the first kept edit come with their incumbents. `analyze`: the paired test
+    of two systems is scipy's `ttest_rel` over source seeds, and a system against the plain reference is
+    a one-sample t-test of the differences."""
+    import json
+
+    from scipy.stats import ttest_1samp, ttest_rel
+
+    from bench.store import RunStore
+    from bench.suite import load_suite
+    from bench.tasks import load_task
+    from benchmarks.aod.replay import analyze, main, replay_plan
+    from systems.optimizers.base import make_generator, steer_params, template_text
+    from systems.optimizers.edits import PromptEdit, apply_edit
+
+    spec = load_task("demo/booking", n_references=16, n_holdout=16)
+    start = make_generator("llada", {}).initial_prompt(spec)
+    note = PromptEdit("add_note", text="Vary the day of travel.")
+    hint = PromptEdit("set_hint", field="day", value="sunday")
+    other = PromptEdit("add_note", text="Use real station names.")
+
+    def round_(i: int, prompt, edit: PromptEdit, kept: bool, diff: float) -> dict:
+        return {"event": "aod_iteration", "role": "candidate", "round": i, "edit": edit.to_json(),
+                "edit_kind": edit.kind, "accepted": kept, "paired_difference": diff, "p_randomized": 0.5,
+                "prompt": template_text(apply_edit(prompt, edit))}  # fmt: skip
+
+    noted = apply_edit(start, note)
+    trace = [
+        round_(1, start, hint, False, 0.9),  # before the first kept edit: not a candidate to replay
+        round_(2, start, note, True, 0.2),
+        round_(3, noted, hint, False, 0.1),
+        round_(4, noted, other, False, 0.3),
+        {"event": "final", "generator": "llada", "prompt": template_text(noted)},
+    ]
+    values = {(s, "demo/booking"): {"tsr": [0.0, 0.0]} for s in ("llada", "aod-norl")}
+    suite = {"systems": {"llada": {"type": "llada", "models": {"dlm": "m"}},
+                         "aod-norl": {"type": "aod-norl", "models": {"dlm": "m"}, "params": {"budget": 8}}},
+             "tasks": [{"name": "demo/booking", "n_references": 16, "n_holdout": 16}],
+             "models": {"m": {"backend": "mdlm", "per_task": True}, "unused": {"backend": "mdlm"}},
+             "metrics": ["tsr", "tsr_judge", "diversity"], "profile": "embedded"}  # fmt: skip
+    run = write_run(tmp_path / "r", values, seeds=[0, 1], manifest={"suite": suite})
+    for cell in RunStore(run).iter_cells():
+        if cell.key.system == "aod-norl":
+            seed = int(cell.key.seed)
+            events = (
+                trace if seed == 0 else [*trace[:-1], {**trace[-1], "prompt_params": {"instruction": "x"}}]
+            )
+            _trace(cell.path, events)
+
+    _, _, systems, rows = replay_plan(run, candidates=1)
+    assert systems["aod-norl-s0"]["params"] == steer_params(noted)  # rebuilt
+    assert systems["aod-norl-s1"]["params"] == {"instruction": "x"}  # recorded
+    assert systems["llada"] == {"type": "llada", "models": {"dlm": "m"}}
+    assert [(r["seed"], r["round"], r["kind"]) for r in rows] == [(0, 4, "add_note"), (1, 4, "add_note")]
+    assert systems[rows[0]["incumbent"]]["params"] == steer_params(noted)
+    assert systems[rows[0]["candidate"]]["params"] == steer_params(apply_edit(noted, other))
+
+    out = tmp_path / "replay.yaml"
+    assert main(["suite", str(run), "--out", str(out), "--seeds", "7,8", "--samples", "16"]) == 0
+    loaded = load_suite(out).suite  # every check a run makes
+    assert (
+        loaded.seed_list() == [7, 8] and sorted(loaded.models) == ["m"] and "tsr_judge" not in loaded.metrics
+    )
+
+    tampered = [{**trace[2], "prompt": "something else"}, trace[-1]]
+    (
+        next(c for c in RunStore(run).iter_cells() if c.key.system == "aod-norl").path / "trace.jsonl"
+    ).write_text("".join(json.dumps(e) + "\n" for e in tampered))
+    with pytest.raises(ValueError, match="does not rebuild"):
+        replay_plan(run)
+
+    a, b, ref = [0.5, 0.25, 0.75, 0.5], [0.75, 0.25, 1.0, 0.5], [0.125, 0.25, 0.25, 0.125]
+    replayed = {"llada": ref} | {f"aod-norl-s{i}": [a[i]] * 4 for i in range(4)}
+    replayed |= {f"aod-prior-s{i}": [b[i] - 0.125, b[i] + 0.125, b[i], b[i]] for i in range(4)}
+    rep = write_run(
+        tmp_path / "p",
+        {(s, "demo/booking"): {"tsr": v} for s, v in replayed.items()},
+        seeds=[7, 8, 9, 10],
+        manifest={"suite": {"systems": {s: ({} if s == "llada" else {"params": {}}) for s in replayed}}},
+    )
+    result = analyze(rep, run, "tsr")
+    tests = {(t["a"], t["b"]): t for t in result["tests"]}
+    assert tests[("aod-norl", "aod-prior")]["p_ttest"] == pytest.approx(ttest_rel(b, a).pvalue)
+    assert tests[("aod-norl", "aod-prior")]["mean_diff"] == pytest.approx(0.125)
+    assert tests[("llada", "aod-norl")]["p_ttest"] == pytest.approx(ttest_1samp(a, sum(ref) / 4).pvalue)
+    assert result["references"]["llada"] == pytest.approx(0.1875)
+    norl = next(r for r in result["systems"] if r["system"] == "aod-norl")
+    assert norl["replayed"] == a and norl["own"][:2] == [0.0, 0.0] and all(map(math.isnan, norl["own"][2:]))

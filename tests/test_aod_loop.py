@@ -65,7 +65,12 @@ def spec() -> TaskSpec:
 
 
 @pytest.fixture(scope="module")
-def runs(spec: TaskSpec, tmp_path_factory: pytest.TempPathFactory) -> dict[str, GenerationResult]:
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("aod")
+
+
+@pytest.fixture(scope="module")
+def runs(spec: TaskSpec, root: Path) -> dict[str, GenerationResult]:
     from systems.aod import (
         AoDNoRLSystem,
         AoDStaticSystem,
@@ -75,7 +80,6 @@ def runs(spec: TaskSpec, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         PromptBreederSystem,
     )
 
-    root = tmp_path_factory.mktemp("aod")
     return {
         "aod": AoDSystem(AOD).generate(spec, N, 0, context(root, "a")),
         "aod-again": AoDSystem(AOD).generate(spec, N, 0, context(root, "b")),
@@ -161,6 +165,33 @@ def test_aod_static_spends_one_evaluation_and_keeps_the_first_proposal(runs: dic
     assert len(proposal) == 1 and proposal[0]["prompt"] == r.trace[-1]["prompt"]
     assert r.usage.generator_calls == COMMON["batch_size"] + N
     assert len(iteration_events(r)) == 1
+
+
+@pytest.mark.parametrize("name", ["aod", "aod-prior", "promptbreeder", "evoprompt-de"])
+def test_the_kept_prompt_replays_through_plain_llada_to_the_cells_samples(
+    runs: dict, spec: TaskSpec, root: Path, name: str
+) -> None:
+    """The final event's `prompt_params` is the kept prompt in the steering contract: plain `llada` with
+    them and the run seed writes the cell's final samples exactly, and for AoD the prompt rebuilt from
+    the trace's kept edits is the same (benchmarks/aod/replay.py relies on both)."""
+    from benchmarks.aod.replay import kept_params
+    from systems.llada import LLaDASystem
+
+    result = runs[name]
+    final = result.trace[-1]
+    params = final["prompt_params"]
+    assert params["instruction"] and set(params) == {
+        "instruction",
+        "notes",
+        "hints",
+        "hint_pools",
+        "joint_pools",
+    }
+    replayed = LLaDASystem(params).generate(spec, N, 0, context(root, "a"))
+    assert [s.text for s in replayed.samples] == [s.text for s in result.samples]
+    if name.startswith("aod"):
+        older = [{k: v for k, v in e.items() if k != "prompt_params"} for e in result.trace]
+        assert kept_params(older, spec, {}) == params
 
 
 def test_final_samples_carry_the_judges_verdicts_so_tsr_judge_is_defined(runs: dict) -> None:

@@ -160,3 +160,24 @@ def test_a_joint_pool_row_of_the_wrong_length_is_a_clear_error() -> None:
 
     with pytest.raises(BenchError, match="one value per field"):
         LLaDASystem({"joint_pools": [{"fields": ["a", "b"], "rows": [["1", "2"], ["3"]]}]})
+
+
+def test_a_second_joint_pool_fits_when_the_bounds_allow_it(train: TaskSpec) -> None:
+    """With `max_joint: 2, max_hints: 5` (AoD params, for a DLM trained on up to 5 hint lines) the
+    station pool joins the time pool; at the defaults it cannot."""
+    from systems.aod import AoDNoRLSystem
+
+    wide = AoDNoRLSystem({"max_joint": 2, "max_hints": 5}).optimizer().config.bounds
+    assert (wide.max_joint, wide.max_hints) == (2, 5)
+    assert AoDNoRLSystem().optimizer().config.bounds == EditBounds()
+    p = SteerPrompt(train.instruction)
+    time = together_template(p, train, random.Random(1), [{"duration_matches"}], wide)
+    q = apply_edit(p, time)
+    stations = [{"departure_differs", "cambridge_endpoint"}]
+    assert "vary_together" not in applicable_kinds(q, EditBounds(), train, stations)
+    assert "vary_together" in applicable_kinds(q, wide, train, stations)
+    edit = together_template(q, train, random.Random(2), stations, wide)
+    assert edit.fields == ("departure", "destination") and check_edit(edit, q, train, wide, "x") is None
+    both = apply_edit(q, edit)
+    assert [f for f, _ in both.joint_pools] == [time.fields, edit.fields] and hint_lines(both) == 5
+    assert check_edit(edit, q, train, EditBounds(), "x") == "too many joint pools"

@@ -132,6 +132,34 @@ def test_opt_in_knobs_enter_the_cache_key_only_when_on() -> None:
     assert train_key(TrainConfig(rope=True))["rope"] is True
     assert train_key(TrainConfig(high_noise=0.5))["high_noise"] == 0.5
     assert train_key(TrainConfig(pre_tokenizer="phrase"))["pre_tokenizer"] == "phrase"
+    assert train_key(TrainConfig(max_hints=5))["max_hints"] == 5
+
+
+def test_training_prompts_carry_up_to_max_hints_lines_and_the_default_draw_is_unchanged() -> None:
+    """`max_hints` 3 draws exactly the prompts every model up to mdlm-9 was trained on (0-3 lines, the
+    same random stream: the digest was computed with the code before the knob existed, 0be2376); 5 adds
+    prompts with 4 and 5 lines, each count about as often as 3."""
+    import hashlib
+    from collections import Counter
+
+    from bench.tasks import load_task
+    from systems.skeleton_prompt import render_prompt, training_parts
+
+    spec = load_task("demo/booking", n_references=16, n_holdout=16)
+    rng = random.Random(0)
+    texts = [render_prompt(training_parts(spec, r, rng)) for r in spec.references * 20]
+    digest = hashlib.sha256("\n\x00".join(texts).encode()).hexdigest()
+    assert digest == "8d85cc7b916bfff6181649692abf7ee1fde73d40a392f2ecf880da9d7678527d"
+
+    def counts(max_hints: int) -> Counter:
+        rng = random.Random(0)
+        return Counter(
+            len(training_parts(spec, r, rng, max_hints=max_hints).hints) for r in spec.references * 60
+        )
+
+    assert max(counts(3)) == 3
+    wide = counts(5)
+    assert max(wide) == 5 and wide[4] > 0.6 * wide[3] and wide[5] > 0.6 * wide[3]
 
 
 def test_phrase_pre_tokenization_merges_across_spaces_but_not_across_json_punctuation() -> None:
@@ -563,3 +591,23 @@ def test_two_workers_that_need_one_model_train_it_once(tmp_path: Path) -> None:
     assert [p.exitcode for p in procs] == [0, 0]
     assert sorted([out.get(timeout=5), out.get(timeout=5)]) == [False, True]  # one trained, one loaded
     assert len(list((tmp_path / "mdlm").iterdir())) == 1
+
+
+@pytest.mark.parametrize("n_lines", [1, 2, 4, 6, 8, 12, 20])
+def test_the_token_window_keeps_the_prompts_tail_whatever_its_length(n_lines: int) -> None:
+    """window_ids keeps the last `max_tokens - 1` tokens of the window text, or all of it when shorter.
+    mdlm-9 kept only the last `max_tokens - 1 - n` of a window of n tokens when n was between half the
+    width and the width: with 5 hint lines the DLM saw the last one and a half."""
+    from systems.backends.mdlm.conditioning import window_ids, window_lines
+
+    lines = [f'field{i}: "value {i} here"' for i in range(n_lines)]
+    prompt = "\n".join(["An instruction the window leaves out.", 'Example: {"a": 1}', *lines])
+    tok = train_bpe(["\n".join(lines), "An instruction"] * 3, 300)
+    full: list[int] = []
+    for i, line in enumerate(window_lines(prompt)):  # the window text, encoded line by line
+        full += (list(tok.encode("\n")) if i else []) + list(tok.encode_line(line))
+    for width in (8, 16, 24, 32, 48, 64):
+        ids, of = window_ids(tok, prompt, width)
+        assert ids[-1] == tok.sep_id and len(ids) == len(of)
+        assert ids[:-1] == full[-(width - 1) :] if len(full) >= width - 1 else ids[:-1] == full
+        assert of[-2] == lines[-1]

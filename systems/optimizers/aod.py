@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from bench.types import JSON, RunContext, Sample, TaskSpec, Usage
@@ -367,6 +367,7 @@ class AoDOptimizer:
                 "policy_prior": dict(cfg.policy_prior) if cfg.policy_prior else None,
                 "edit_mode": cfg.edit_mode,
                 "acceptance": {"test": cfg.acceptance, "alpha": cfg.alpha, "min_gain": cfg.min_gain},
+                "bounds": asdict(cfg.bounds),
                 "questions": judge.questions,
                 "validation_records": len(view.holdout),
             }

@@ -139,6 +139,23 @@ def copy_prompt(prompt: DiffusionPrompt) -> SteerPrompt:
     )
 
 
+def steer_params(prompt: DiffusionPrompt) -> JSON:
+    """The prompt as `llada` params (the steering contract: instruction, notes, hints, pools), so an
+    optimized prompt can be run again by plain `llada` (benchmarks/aod/replay.py).
+
+    The field list is not an edit target, so `with_fields` (llada's default) covers it; few-shot
+    examples are drawn per sample by the generator, as `llada` draws them."""
+    return {
+        "instruction": prompt.instruction,
+        "notes": list(prompt.notes),
+        "hints": dict(prompt.hints),
+        "hint_pools": prompt_pools(prompt),
+        "joint_pools": [
+            {"fields": list(f), "rows": [list(r) for r in rows]} for f, rows in prompt_joint(prompt)
+        ],
+    }
+
+
 class MeteredGenerator:
     """Fronts a generator with the budget: every evaluation costs `batch_size` generator calls.
 

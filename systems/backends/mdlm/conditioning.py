@@ -82,8 +82,11 @@ def window_ids(tok: BPETokenizer, text: str, max_tokens: int) -> tuple[list[int]
         t = tok.encode_line(line)
         ids += t
         of += [line.strip() or None] * len(t)
+    # the last `keep` tokens; mdlm-9 sliced from len - keep, which for a window shorter than `keep`
+    # but longer than half of it is negative and kept only the last keep - len tokens (mdlm-10 fixes it)
     keep = max(0, max_tokens - 1)
-    ids, of = (ids[len(ids) - keep :], of[len(of) - keep :]) if keep else ([], [])
+    start = max(0, len(ids) - keep)
+    ids, of = (ids[start:], of[start:]) if keep else ([], [])
     return ids + [tok.sep_id], of + [None]
 
 
