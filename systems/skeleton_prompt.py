@@ -120,7 +120,6 @@ def training_example(
     pools: Mapping[str, Sequence[Any]] | None = None,
     swap: float = 0.0,
     n_examples: int | None = None,
-    max_hints: int = 3,
 ) -> tuple[DiffusionPrompt, JSON]:
     """A training prompt and the record it asks for.
 
@@ -130,7 +129,7 @@ def training_example(
     hint is the only evidence for its value. Measured on MultiWOZ `day`: neither swaps nor the hint-token
     weight alone made the model follow hints, the two together did (docs/systems-diffusion.md).
     """
-    parts = training_parts(spec, target, rng, n_examples=n_examples, max_hints=max_hints)
+    parts = training_parts(spec, target, rng, n_examples=n_examples)
     if not swap or not pools or not parts.hints:
         return parts, target
     record = copy.deepcopy(target)
@@ -148,12 +147,11 @@ def training_parts(
     rng: random.Random,
     max_hint_chars: int = 40,
     n_examples: int | None = None,
-    max_hints: int = 3,
 ) -> DiffusionPrompt:
     """A randomly varied prompt whose hints are true of `target` (what the DLM learns to follow).
 
     `n_examples`: how many few-shot references (other than `target`) the prompt shows; None draws one
-    in 15% of prompts (the training of code versions up to mdlm-6). `max_hints`: the most hint lines.
+    in 15% of prompts (the training of code versions up to mdlm-6).
     """
     r = rng.random()
     if r < 0.5:
@@ -164,9 +162,7 @@ def training_parts(
     if rng.random() < 0.7:
         parts.fields = top_fields(spec)
     leaves = [(p, v) for p, v in leaf_items(target) if v is not None and len(hint_text(v)) <= max_hint_chars]
-    # 0-3 hint lines (the draw of every model up to mdlm-9); `max_hints` above 3 adds one entry per
-    # larger count, so AoD's prompts with two joint pools (5 lines) are in the training distribution
-    n_hints = rng.choice((0, 0, 0, 1, 1, 2, 3, *range(4, max_hints + 1)))
+    n_hints = rng.choice((0, 0, 0, 1, 1, 2, 3))
     for p, v in rng.sample(leaves, min(n_hints, len(leaves))):
         parts.hints.append((p, hint_text(v)))
     if n_examples is None:

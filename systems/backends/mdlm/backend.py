@@ -106,9 +106,6 @@ class MDLMParams(BaseModel):
     example_pool: int = Field(
         256, ge=1, description="References few-shot examples are drawn from in training"
     )
-    max_hints: int = Field(
-        3, ge=3, le=12, description="Most hint lines in a training prompt (0-3 up to mdlm-9)"
-    )
     train_steps: int = Field(900, ge=1, description="Optimizer steps (fixed, so training is deterministic)")
     batch_size: int | None = Field(None, ge=1, description="Training batch size; None: fit batch_tokens")
     batch_tokens: int = Field(6400, ge=256, description="Tokens per training batch when batch_size is None")
@@ -156,7 +153,6 @@ class MDLMParams(BaseModel):
             translate_head=self.translate_head,
             hint_swap=self.hint_swap,
             hint_weight=self.hint_weight,
-            max_hints=self.max_hints,
             steps=self.train_steps,
             batch_size=self.batch_size,
             batch_tokens=self.batch_tokens,
@@ -194,7 +190,6 @@ OPT_IN_KNOBS: dict[str, object] = {
     "copy_sentinel": False,
     "translate_head": False,
     "threads": 1,
-    "max_hints": 3,
 }
 """Training knobs added after models were cached, with the value every older model was trained at: a
 knob enters the cache key only when set to something else."""

