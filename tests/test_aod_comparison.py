@@ -438,3 +438,17 @@ def test_replay_rebuilds_each_kept_prompt_and_tests_the_replayed_values(tmp_path
     assert result["references"]["llada"] == pytest.approx(0.1875)
     norl = next(r for r in result["systems"] if r["system"] == "aod-norl")
     assert norl["replayed"] == a and norl["own"][:2] == [0.0, 0.0] and all(map(math.isnan, norl["own"][2:]))
+
+    from scipy.stats import spearmanr
+
+    from benchmarks.aod.replay import candidate_summary
+
+    diffs, gains = [0.3, 0.1, 0.2, 0.05, 0.4], [-0.1, 0.06, 0.0, -0.2, 0.01]
+    summary = candidate_summary(
+        [{"paired_difference": d, "replayed_gain": g} for d, g in zip(diffs, gains, strict=True)]
+    )
+    assert summary["n"] == 5 and summary["mean_gain"] == pytest.approx(np.mean(gains))
+    assert summary["median_gain"] == pytest.approx(np.median(gains))
+    assert (summary["above_0.05"], summary["below_-0.05"]) == (1, 2)
+    assert summary["spearman"] == pytest.approx(spearmanr(diffs, gains).statistic)
+    assert candidate_summary([{"paired_difference": 0.1, "replayed_gain": None}]) is None

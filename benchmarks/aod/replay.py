@@ -307,12 +307,36 @@ def analyze(replay: Path, source: Path, metric: str, candidates: int = 0) -> dic
     return {
         "metric": metric,
         "task": task,
+        "candidate_summary": candidate_summary(rows),
         "replay_seeds": suite["seeds"],
         "samples": suite["samples"],
         "references": {r: means[r] for r in references},
         "systems": systems,
         "tests": tests,
         "candidates": rows,
+    }
+
+
+def candidate_summary(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Over the replayed candidates: mean and median gain, how many gain or lose more than 0.05, and
+    Spearman's rank correlation of the loop's paired difference with the replayed gain (does what the
+    loop saw predict what the edit is worth?)."""
+    from scipy.stats import spearmanr
+
+    done = [r for r in rows if r["replayed_gain"] is not None and r["paired_difference"] is not None]
+    if not done:
+        return None
+    gains = sorted(r["replayed_gain"] for r in done)
+    mid = len(gains) // 2
+    rho = spearmanr([r["paired_difference"] for r in done], [r["replayed_gain"] for r in done])
+    return {
+        "n": len(done),
+        "mean_gain": sum(gains) / len(gains),
+        "median_gain": gains[mid] if len(gains) % 2 else (gains[mid - 1] + gains[mid]) / 2,
+        "above_0.05": sum(g > 0.05 for g in gains),
+        "below_-0.05": sum(g < -0.05 for g in gains),
+        "spearman": None if math.isnan(rho.statistic) else float(rho.statistic),
+        "spearman_p": None if math.isnan(rho.pvalue) else float(rho.pvalue),
     }
 
 
@@ -368,6 +392,14 @@ def render_markdown(result: dict[str, Any]) -> str:
                 f"{_p(r['p_value'])} | {_v(r['incumbent_value'])} | {_v(r['candidate_value'])} | "
                 f"{_f(r['replayed_gain'])} |"
             )
+        c = result["candidate_summary"]
+        if c:
+            out += [
+                "",
+                f"Over {c['n']} candidates: mean gain {_f(c['mean_gain'])}, median {_f(c['median_gain'])}; "
+                f"{c['above_0.05']} gain more than 0.05, {c['below_-0.05']} lose more; Spearman of the loop's "
+                f"paired difference with the replayed gain {_f(c['spearman'], 2)} (p {_p(c['spearman_p'])}).",
+            ]
     return "\n".join(out) + "\n"
 
 
