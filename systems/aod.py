@@ -107,8 +107,8 @@ class AoDParams(OptimizerParams):
         3,
         ge=1,
         le=12,
-        description="most hint lines (fixed, pooled and joint) a prompt may carry; keep it at most the "
-        "generator's training (the embedded DLM's `max_hints`, 3 by default)",
+        description="most hint lines (fixed, pooled and joint) a prompt may carry; at most what the "
+        "generator follows (the embedded DLM follows 5 since mdlm-10)",
     )
     max_joint: int = Field(
         1, ge=0, le=4, description="most joint pools (`vary_together` edits) a prompt may carry"
