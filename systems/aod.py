@@ -113,6 +113,11 @@ class AoDParams(OptimizerParams):
     max_joint: int = Field(
         1, ge=0, le=4, description="most joint pools (`vary_together` edits) a prompt may carry"
     )
+    joint_union: bool = Field(
+        False,
+        description="`vary_together` may also draw the union of the failed checks' fields as one pool "
+        "(within max_hints): one edit for a lever that otherwise takes two",
+    )
 
     @field_validator("policy_prior")
     @classmethod
@@ -226,7 +231,9 @@ class AoDSystem(PromptOptimizationSystem):
                 alpha=p.alpha,
                 min_gain=p.min_gain,
                 edit_mode=p.edit_mode,
-                bounds=replace(EditBounds(), max_hints=p.max_hints, max_joint=p.max_joint),
+                bounds=replace(
+                    EditBounds(), max_hints=p.max_hints, max_joint=p.max_joint, joint_union=p.joint_union
+                ),
             )
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from systems.optimizers.edits import (
     hint_lines,
     together_groups,
     together_template,
+    union_group,
 )
 
 DATA_DIR = Path(os.environ.get("BENCH_DATA_DIR", "/work/shared/datasets"))
@@ -181,3 +183,37 @@ def test_a_second_joint_pool_fits_when_the_bounds_allow_it(train: TaskSpec) -> N
     both = apply_edit(q, edit)
     assert [f for f, _ in both.joint_pools] == [time.fields, edit.fields] and hint_lines(both) == 5
     assert check_edit(edit, q, train, EditBounds(), "x") == "too many joint pools"
+
+
+def test_the_union_of_the_failed_checks_is_one_group_with_rows_that_pass_them_all(train: TaskSpec) -> None:
+    """`joint_union`: one pool over the fields of every failed check (hand-made groups, then the data)."""
+    every = {"c1": ("a", "b"), "c2": ("c", "d"), "c3": ("a", "b", "e"), "c4": ("b", "c")}
+    failing = [{"c2"}, {"c2", "c3"}, {"c3"}, {"c2", "x"}]  # c2 failed 3 times, c3 twice, c1 and c4 never
+    # most-failed group first, fields in group order; c4's fields lie inside the union, so it is covered
+    assert union_group(every, failing) == ("c2+c3+c1+c4", ("c", "d", "a", "b", "e"))
+    assert union_group(every, [{"c3"}, {"c1"}]) is None  # c1's fields lie in c3's: no larger group
+    assert union_group(every, [set(), {"x"}]) is None  # no group failed
+
+    p = SteerPrompt(train.instruction)
+    batch = [{"duration_matches", "departure_differs", "cambridge_endpoint"}] * 3 + [{"duration_matches"}]
+    union = replace(EditBounds(), max_hints=5, joint_union=True)
+    edit = together_template(p, train, random.Random(0), batch, union)
+    assert edit.fields == ("arriveBy", "duration", "leaveAt", "departure", "destination")
+    assert edit.text.split("+")[:3] == ["duration_matches", "departure_differs", "cambridge_endpoint"]
+    assert check_edit(edit, p, train, union, "x") is None and hint_lines(apply_edit(p, edit)) == 5
+    by_check = {c.name: c for c in rubric_checks(train)}
+    for row in edit.rows:  # each row is a reference's journey that passes every check the pool covers
+        record = dict(zip(edit.fields, row, strict=True))
+        assert all(by_check[name](record) is True for name in edit.text.split("+"))
+    journeys = {tuple(r[f] for f in edit.fields) for r in train.references}
+    assert set(edit.rows) <= journeys and len(set(edit.rows)) == len(edit.rows) >= 2
+    # off by default, and within 3 hint lines the union does not fit: one check's group, as before
+    assert together_template(p, train, random.Random(0), batch, replace(union, joint_union=False)) == (
+        together_template(p, train, random.Random(0), batch, EditBounds())
+    )
+    narrow = together_template(p, train, random.Random(0), batch, replace(union, max_hints=3))
+    assert narrow.text == "duration_matches"
+    # the AoD param reaches the bounds
+    from systems.aod import AoDNoRLSystem
+
+    assert AoDNoRLSystem({"joint_union": True, "max_hints": 5}).optimizer().config.bounds == union

@@ -114,11 +114,15 @@ def rebuild_rounds(
 
 
 def kept_params(
-    trace: list[dict[str, Any]], spec: Any, generator_params: dict[str, Any]
+    trace: list[dict[str, Any]],
+    spec: Any,
+    generator_params: dict[str, Any],
+    rounds: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """The `llada` params of the prompt a trace's search kept: its `final` event's `prompt_params`, else
     rebuilt from the kept edits and checked against the final event's text. None for a trace that is
-    not a `llada`-steering prompt optimization, or an older one of a family with nothing to rebuild from."""
+    not a `llada`-steering prompt optimization, or an older one of a family with nothing to rebuild from.
+    `rounds`: the trace's `rebuild_rounds`, when the caller has them already."""
     from systems.optimizers.base import make_generator, steer_params, template_text
 
     finals = [ev for ev in trace if ev.get("event") == "final"]
@@ -127,7 +131,8 @@ def kept_params(
     final = finals[-1]
     if "prompt_params" in final:
         return final["prompt_params"]
-    rounds = rebuild_rounds(trace, spec, generator_params)
+    if rounds is None:
+        rounds = rebuild_rounds(trace, spec, generator_params)
     if rounds:
         last = rounds[-1]
         prompt = last["candidate"] if last["event"].get("accepted") else last["incumbent"]
@@ -182,8 +187,11 @@ def replay_plan(
         if cell_task != entry["name"] or sys_cfg is None or sys_cfg["type"] == "llada":
             continue
         gen_params = dict((sys_cfg.get("params") or {}).get("generator_params") or {})
-        try:
-            params = kept_params(_trace(cell), spec, gen_params)
+        trace = _trace(cell)
+        with_candidates = bool(candidates) and sys_cfg["type"].startswith("aod")
+        try:  # the rounds are rebuilt once, and only where they are needed
+            rounds = rebuild_rounds(trace, spec, gen_params) if with_candidates else None
+            params = kept_params(trace, spec, gen_params, rounds)
         except ValueError as e:
             raise ValueError(f"{cell}: {e}") from None
         if params is None:
@@ -191,8 +199,8 @@ def replay_plan(
             continue
         models = sys_cfg.get("models", {})
         systems[f"{system}-s{seed}"] = {"type": "llada", "models": models, "params": {**gen_params, **params}}
-        if candidates and sys_cfg["type"].startswith("aod"):
-            for r in best_rejected(rebuild_rounds(_trace(cell), spec, gen_params), candidates):
+        if rounds:
+            for r in best_rejected(rounds, candidates):
                 pair = {}
                 for role in ("incumbent", "candidate"):
                     p = {**gen_params, **steer_params(r[role])}

@@ -11,7 +11,8 @@ One round (the paper's outer loop, on the incumbent prompt):
    Two kinds are rules, not agent replies: `remove_hint`, and `vary_together`, which draws the fields
    a failing code check reads together from passing references, for the group that can turn the most
    of the batch's records into successes (edits.together_template: a small DLM cannot do arithmetic
-   across fields; the references can supply consistent values);
+   across fields; the references can supply consistent values; with `joint_union` the union of the
+   failed checks' fields is one of the groups);
 4. the candidate prompt is evaluated on the same fresh seed and sample indices, and assessed;
 5. the candidate replaces the incumbent only if a paired swap test says it is better beyond chance
    and the paired gain exceeds `min_gain` (systems.optimizers.acceptance: the randomized test keeps an
