@@ -104,19 +104,19 @@ class AoDParams(OptimizerParams):
         "agent", description="who writes edits (noop-*: do-nothing edits, to measure false acceptance)"
     )
     max_hints: int = Field(
-        3,
+        5,
         ge=1,
         le=12,
         description="most hint lines (fixed, pooled and joint) a prompt may carry; at most what the "
-        "generator follows (the embedded DLM follows 5 since mdlm-10)",
+        "generator follows (the embedded DLM follows 5 since mdlm-10; 3 before 2026-12-05)",
     )
     max_joint: int = Field(
         1, ge=0, le=4, description="most joint pools (`vary_together` edits) a prompt may carry"
     )
     joint_union: bool = Field(
-        False,
+        True,
         description="`vary_together` may also draw the union of the failed checks' fields as one pool "
-        "(within max_hints): one edit for a lever that otherwise takes two",
+        "(within max_hints): one edit for a lever that otherwise takes two (off before 2026-12-05)",
     )
 
     @field_validator("policy_prior")

@@ -583,3 +583,40 @@ def test_the_token_window_keeps_the_prompts_tail_whatever_its_length(n_lines: in
         assert ids[-1] == tok.sep_id and len(ids) == len(of)
         assert ids[:-1] == full[-(width - 1) :] if len(full) >= width - 1 else ids[:-1] == full
         assert of[-2] == lines[-1]
+
+
+def test_default_training_steps_follow_the_record_length() -> None:
+    """`train_steps: None` gives short-record tasks 1800 steps and long-record ones 900, decided from
+    the references' 95th-percentile JSON length (computed here independently with numpy), and resolved
+    before the cache key: the default on MultiWOZ is the same model as an explicit `train_steps: 1800`."""
+    import numpy as np
+
+    from bench.tasks import load_task
+    from systems.backends.mdlm.backend import (
+        LONG_RECORD_STEPS,
+        SHORT_RECORD_CHARS,
+        SHORT_RECORD_STEPS,
+        MDLMParams,
+        auto_train_steps,
+    )
+
+    if not Path(os.environ["BENCH_DATA_DIR"]).exists():
+        pytest.skip("BENCH_DATA_DIR absent")
+    expected = {
+        "multiwoz/train": SHORT_RECORD_STEPS,
+        "superni/task1192_food_flavor_profile": SHORT_RECORD_STEPS,
+        "truthfulqa": LONG_RECORD_STEPS,
+        "self_instruct": LONG_RECORD_STEPS,
+    }
+    for name, steps in expected.items():
+        spec = load_task(name, n_references=10, n_holdout=10)
+        p95 = np.percentile([len(json.dumps(r, ensure_ascii=False)) for r in spec.references], 95)
+        assert (p95 <= SHORT_RECORD_CHARS) == (steps == SHORT_RECORD_STEPS), name
+        assert auto_train_steps(spec) == steps, name
+        resolved = MDLMParams().for_task(spec)
+        assert resolved.train_steps == steps and resolved.train_config().steps == steps
+        assert EmbeddedMDLMBackend.cache_key(spec, MDLMParams(), 0) == EmbeddedMDLMBackend.cache_key(
+            spec, MDLMParams(train_steps=steps), 0
+        )
+    spec = load_task("multiwoz/train", n_references=32, n_holdout=8)
+    assert MDLMParams(train_steps=900).for_task(spec).train_steps == 900  # an explicit value stays

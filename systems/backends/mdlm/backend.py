@@ -46,6 +46,30 @@ from systems.skeleton_infill import Canvas, InfillResult, InfillRow, SlotVocab, 
 CODE_VERSION = "mdlm-10"  # bump when training or tokenization changes meaning
 
 
+SHORT_RECORD_STEPS = 1800
+LONG_RECORD_STEPS = 900
+SHORT_RECORD_CHARS = 400
+"""`train_steps: None` resolves by the references' 95th-percentile JSON length (auto_train_steps).
+
+Why two budgets: a training step's cost grows with the response window, and the issue's budget is 10
+minutes per task on 2 cores. Records of at most 400 characters (MultiWOZ 200, SuperNI task1192 47) get
+1800 steps, which is where the model learns to copy a five-line hint block whole and that one station
+excludes the other (docs/systems-diffusion.md, "The default training budget"); the long families
+(TruthfulQA 802, Self-Instruct 1184) keep 900, as 1800 steps there cost 10-13 minutes and still do not
+parse."""
+
+
+def auto_train_steps(task: TaskSpec) -> int:
+    """Training steps for `train_steps: None`: SHORT_RECORD_STEPS when the 95th-percentile reference
+    JSON is at most SHORT_RECORD_CHARS characters, else LONG_RECORD_STEPS (deterministic from the data,
+    so it can enter the cache key before the tokenizer is trained)."""
+    lengths = sorted(len(record_text(r)) for r in task.references)
+    if not lengths:
+        return LONG_RECORD_STEPS
+    p95 = lengths[min(len(lengths) - 1, int(0.95 * len(lengths)))]
+    return SHORT_RECORD_STEPS if p95 <= SHORT_RECORD_CHARS else LONG_RECORD_STEPS
+
+
 class MDLMParams(BaseModel):
     """Catalog `params` of the embedded DLM: training config plus default sampler settings."""
 
@@ -106,7 +130,12 @@ class MDLMParams(BaseModel):
     example_pool: int = Field(
         256, ge=1, description="References few-shot examples are drawn from in training"
     )
-    train_steps: int = Field(900, ge=1, description="Optimizer steps (fixed, so training is deterministic)")
+    train_steps: int | None = Field(
+        None,
+        ge=1,
+        description="Optimizer steps (fixed, so training is deterministic); None: by record length "
+        "(auto_train_steps: 1800 for short records, 900 for long ones)",
+    )
     batch_size: int | None = Field(None, ge=1, description="Training batch size; None: fit batch_tokens")
     batch_tokens: int = Field(6400, ge=256, description="Tokens per training batch when batch_size is None")
     lr: float = Field(2e-3, gt=0, description="Peak learning rate (warmup then cosine)")
@@ -134,6 +163,13 @@ class MDLMParams(BaseModel):
         "(the thread count orders float reductions, so it changes the weights)",
     )
 
+    def for_task(self, task: TaskSpec) -> MDLMParams:
+        """These params with `train_steps` resolved for `task` (auto_train_steps when None), so the cache
+        key, the stored config and the identity all carry the steps the model was trained for."""
+        if self.train_steps is not None:
+            return self
+        return self.model_copy(update={"train_steps": auto_train_steps(task)})
+
     def train_config(self) -> TrainConfig:
         return TrainConfig(
             vocab_size=self.vocab_size,
@@ -153,7 +189,7 @@ class MDLMParams(BaseModel):
             translate_head=self.translate_head,
             hint_swap=self.hint_swap,
             hint_weight=self.hint_weight,
-            steps=self.train_steps,
+            steps=self.train_steps or LONG_RECORD_STEPS,
             batch_size=self.batch_size,
             batch_tokens=self.batch_tokens,
             line_slots=self.line_slots,
@@ -264,6 +300,7 @@ class EmbeddedMDLMBackend(SchemaConstrained):
 
     @classmethod
     def cache_key(cls, task: TaskSpec, params: MDLMParams, seed: int) -> str:
+        params = params.for_task(task)
         d = {
             "code": CODE_VERSION,
             "data": data_fingerprint(task),
@@ -276,6 +313,7 @@ class EmbeddedMDLMBackend(SchemaConstrained):
     def train_or_load(
         cls, task: TaskSpec, params: MDLMParams, cache_dir: Path, seed: int
     ) -> EmbeddedMDLMBackend:
+        params = params.for_task(task)
         key = cls.cache_key(task, params, seed)
         folder = cache_dir / "mdlm" / key
         if not cls._cached(folder, params):
