@@ -585,6 +585,7 @@ def test_the_token_window_keeps_the_prompts_tail_whatever_its_length(n_lines: in
         assert of[-2] == lines[-1]
 
 
+@needs_data
 def test_default_training_steps_follow_the_record_length() -> None:
     """`train_steps: None` gives short-record tasks 1800 steps and long-record ones 900, decided from
     the references' 95th-percentile JSON length (computed here independently with numpy), and resolved
@@ -600,8 +601,6 @@ def test_default_training_steps_follow_the_record_length() -> None:
         auto_train_steps,
     )
 
-    if not Path(os.environ["BENCH_DATA_DIR"]).exists():
-        pytest.skip("BENCH_DATA_DIR absent")
     expected = {
         "multiwoz/train": SHORT_RECORD_STEPS,
         "superni/task1192_food_flavor_profile": SHORT_RECORD_STEPS,

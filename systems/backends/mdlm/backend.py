@@ -56,7 +56,8 @@ minutes per task on 2 cores. Records of at most 400 characters (MultiWOZ 200, Su
 1800 steps, which is where the model learns to copy a five-line hint block whole and that one station
 excludes the other (docs/systems-diffusion.md, "The default training budget"); the long families
 (TruthfulQA 802, Self-Instruct 1184) keep 900, as 1800 steps there cost 10-13 minutes and still do not
-parse."""
+parse. The rule does not look at the number of references: on SuperNI's 10, 1800 steps memorise them
+(docs/systems-aod.md, "The default profile")."""
 
 
 def auto_train_steps(task: TaskSpec) -> int:
@@ -189,7 +190,7 @@ class MDLMParams(BaseModel):
             translate_head=self.translate_head,
             hint_swap=self.hint_swap,
             hint_weight=self.hint_weight,
-            steps=self.train_steps or LONG_RECORD_STEPS,
+            steps=self.train_steps or LONG_RECORD_STEPS,  # unresolved (no task yet): the long budget
             batch_size=self.batch_size,
             batch_tokens=self.batch_tokens,
             line_slots=self.line_slots,
