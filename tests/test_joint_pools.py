@@ -209,7 +209,8 @@ def test_the_union_of_the_failed_checks_is_one_group_with_rows_that_pass_them_al
         assert all(by_check[name](record) is True for name in edit.text.split("+"))
     journeys = {tuple(r[f] for f in edit.fields) for r in train.references}
     assert set(edit.rows) <= journeys and len(set(edit.rows)) == len(edit.rows) >= 2
-    # off by default, and within 3 hint lines the union does not fit: one check's group, as before
+    # off in EditBounds' library defaults (AoD's system defaults turn it on), and within 3 hint lines
+    # the union does not fit: one check's group, as before
     assert together_template(p, train, random.Random(0), batch, replace(union, joint_union=False)) == (
         together_template(p, train, random.Random(0), batch, EditBounds())
     )
