@@ -586,36 +586,44 @@ def test_the_token_window_keeps_the_prompts_tail_whatever_its_length(n_lines: in
 
 
 @needs_data
-def test_default_training_steps_follow_the_record_length() -> None:
-    """`train_steps: None` gives short-record tasks 1800 steps and long-record ones 900, decided from
-    the references' 95th-percentile JSON length (computed here independently with numpy), and resolved
-    before the cache key: the default on MultiWOZ is the same model as an explicit `train_steps: 1800`."""
+def test_default_training_steps_follow_record_length_and_reference_count() -> None:
+    """`train_steps: None` gives 1800 steps to tasks with short records and at least 32 references, and
+    900 to the rest, decided from the references' 95th-percentile JSON length (computed here
+    independently with numpy) and their count, and resolved before the cache key: the default on
+    MultiWOZ is the same model as an explicit `train_steps: 1800`."""
     import numpy as np
 
     from bench.tasks import load_task
     from systems.backends.mdlm.backend import (
         LONG_RECORD_STEPS,
+        MIN_REFERENCES_FOR_SHORT_STEPS,
         SHORT_RECORD_CHARS,
         SHORT_RECORD_STEPS,
         MDLMParams,
         auto_train_steps,
     )
 
-    expected = {
-        "multiwoz/train": SHORT_RECORD_STEPS,
-        "superni/task1192_food_flavor_profile": SHORT_RECORD_STEPS,
-        "truthfulqa": LONG_RECORD_STEPS,
-        "self_instruct": LONG_RECORD_STEPS,
-    }
-    for name, steps in expected.items():
-        spec = load_task(name, n_references=10, n_holdout=10)
+    cases = [  # (task, references, expected steps)
+        ("multiwoz/train", 64, SHORT_RECORD_STEPS),
+        ("multiwoz/train", 32, SHORT_RECORD_STEPS),
+        ("multiwoz/train", 31, LONG_RECORD_STEPS),  # short records, too few references
+        ("superni/task1192_food_flavor_profile", 10, LONG_RECORD_STEPS),  # the 10 it memorised at 1800
+        ("truthfulqa", 32, LONG_RECORD_STEPS),
+        ("self_instruct", 32, LONG_RECORD_STEPS),
+    ]
+    for name, n_references, steps in cases:
+        spec = load_task(name, n_references=n_references, n_holdout=8)
         p95 = np.percentile([len(json.dumps(r, ensure_ascii=False)) for r in spec.references], 95)
-        assert (p95 <= SHORT_RECORD_CHARS) == (steps == SHORT_RECORD_STEPS), name
-        assert auto_train_steps(spec) == steps, name
+        short = p95 <= SHORT_RECORD_CHARS and len(spec.references) >= MIN_REFERENCES_FOR_SHORT_STEPS
+        assert short == (steps == SHORT_RECORD_STEPS), (name, n_references)
+        assert auto_train_steps(spec) == steps, (name, n_references)
         resolved = MDLMParams().for_task(spec)
         assert resolved.train_steps == steps and resolved.train_config().steps == steps
         assert EmbeddedMDLMBackend.cache_key(spec, MDLMParams(), 0) == EmbeddedMDLMBackend.cache_key(
             spec, MDLMParams(train_steps=steps), 0
         )
+    superni = load_task("superni/task1192_food_flavor_profile", n_references=10, n_holdout=10)
+    # its records are short: the count alone keeps it at 900
+    assert np.percentile([len(json.dumps(r, ensure_ascii=False)) for r in superni.references], 95) <= 400
     spec = load_task("multiwoz/train", n_references=32, n_holdout=8)
     assert MDLMParams(train_steps=900).for_task(spec).train_steps == 900  # an explicit value stays

@@ -56,16 +56,23 @@ minutes per task on 2 cores. Records of at most 400 characters (MultiWOZ 200, Su
 1800 steps, which is where the model learns to copy a five-line hint block whole and that one station
 excludes the other (docs/systems-diffusion.md, "The default training budget"); the long families
 (TruthfulQA 802, Self-Instruct 1184) keep 900, as 1800 steps there cost 10-13 minutes and still do not
-parse. The rule does not look at the number of references: on SuperNI's 10, 1800 steps memorise them
-(docs/systems-aod.md, "The default profile")."""
+parse."""
+MIN_REFERENCES_FOR_SHORT_STEPS = 32
+"""Fewer references than this keep LONG_RECORD_STEPS even when records are short.
+
+Why: on SuperNI task1192's 10 references, 1800 steps memorise them (every parsed record is a reference:
+novelty 0.000 over seeds 0-9), 900 steps write new inputs half of the time, 27 of 38 of them new
+combinations of the references' words, and 450 steps write more new inputs, but 45 of 53 with invented
+words ("Inir", "Koeerai"). docs/systems-diffusion.md, "The default training budget", has the table."""
 
 
 def auto_train_steps(task: TaskSpec) -> int:
     """Training steps for `train_steps: None`: SHORT_RECORD_STEPS when the 95th-percentile reference
-    JSON is at most SHORT_RECORD_CHARS characters, else LONG_RECORD_STEPS (deterministic from the data,
-    so it can enter the cache key before the tokenizer is trained)."""
+    JSON is at most SHORT_RECORD_CHARS characters and there are at least MIN_REFERENCES_FOR_SHORT_STEPS
+    references, else LONG_RECORD_STEPS (deterministic from the data, so it can enter the cache key
+    before the tokenizer is trained)."""
     lengths = sorted(len(record_text(r)) for r in task.references)
-    if not lengths:
+    if len(lengths) < MIN_REFERENCES_FOR_SHORT_STEPS:
         return LONG_RECORD_STEPS
     p95 = lengths[min(len(lengths) - 1, int(0.95 * len(lengths)))]
     return SHORT_RECORD_STEPS if p95 <= SHORT_RECORD_CHARS else LONG_RECORD_STEPS
@@ -135,7 +142,7 @@ class MDLMParams(BaseModel):
         None,
         ge=1,
         description="Optimizer steps (fixed, so training is deterministic); None: by record length "
-        "(auto_train_steps: 1800 for short records, 900 for long ones)",
+        "(auto_train_steps: 1800 for short records with at least 32 references, else 900)",
     )
     batch_size: int | None = Field(None, ge=1, description="Training batch size; None: fit batch_tokens")
     batch_tokens: int = Field(6400, ge=256, description="Tokens per training batch when batch_size is None")
