@@ -20,16 +20,29 @@ from bench.store import CellKey, DiskFullError, RunStore
 from bench.types import JSON, GenerationResult, TaskSpec
 
 # Bump when the meaning of a cell hash changes (what goes into it, or how a cell is produced).
-CELL_HASH_VERSION = 2  # 2: `ar` max_tokens defaults to the task-derived limit (systems/gen_limits.py)
+# 2: `ar` max_tokens defaults to the task-derived limit (systems/gen_limits.py).
+# 3: the system's params with their defaults filled in enter the hash (`resolved_system_params`), and
+#    the embedded DLM's training steps follow record length and reference count (2026-12-05).
+CELL_HASH_VERSION = 3
 
 
-def cell_hash(system: JSON, roles: JSON, task: JSON, fingerprint: str, seed: int, samples: int) -> str:
-    """Identity of a cell's outputs. Transport knobs (workers, timeouts, executor, cache) stay out."""
+def cell_hash(
+    system: JSON,
+    roles: JSON,
+    task: JSON,
+    fingerprint: str,
+    seed: int,
+    samples: int,
+    resolved: JSON | None = None,
+) -> str:
+    """Identity of a cell's outputs. Transport knobs (workers, timeouts, executor, cache) stay out.
+    `resolved`: the system's params with defaults filled in (`resolved_system_params`)."""
     return stable_hash(
         {
             "v": CELL_HASH_VERSION,
             "code": __version__,
             "system": system,
+            "resolved": resolved,
             "roles": {r: _identity_of(spec) for r, spec in roles.items()},
             "task": task,
             "data": fingerprint,
@@ -38,6 +51,25 @@ def cell_hash(system: JSON, roles: JSON, task: JSON, fingerprint: str, seed: int
         },
         32,
     )
+
+
+def resolved_system_params(system: JSON) -> JSON | None:
+    """The system's params with every default filled in, for the cell hash; None when the system has no
+    params model or cannot be built here (its cells then fail with their own error, as before).
+
+    Why: a suite that leaves a knob at its default reads the same when the default changes. Without
+    this, `--resume` of a run made before AoD's `max_hints` went from 3 to 5 would keep the finished
+    cells and add new ones under the new default: one row made by two different systems.
+    """
+    from pydantic import BaseModel
+
+    from bench.registry import SYSTEMS
+
+    try:
+        params = SYSTEMS.get(system["type"])(dict(system.get("params") or {})).params
+    except Exception:  # an unknown type or bad params: the cell reports it; the plan goes on
+        return None
+    return params.model_dump(mode="json") if isinstance(params, BaseModel) else None
 
 
 #: Keys of a resolved model spec that say where a cell runs, not what it produces.

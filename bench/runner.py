@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.cells import CellJob, CellOutcome, cell_hash, load_task_cached
+from bench.cells import CellJob, CellOutcome, cell_hash, load_task_cached, resolved_system_params
 from bench.checks import prepare_suite
 from bench.context import default_cache_dir
 from bench.errors import BenchError
@@ -121,11 +121,14 @@ def plan_jobs(sf: SuiteFile, run_dir: Path, opts: RunOptions) -> tuple[list[Cell
         profile = apply_overrides(base_profile, cfg.models, suite.models)
         roles_by_system[sname] = profile.roles
         sys_json = {"type": cfg.type, "params": cfg.params}
+        resolved = resolved_system_params(sys_json)
         for t in task_cfgs:
             tjson = t.model_dump()
             for seed in suite.seed_list():
                 key = CellKey(sname, t.name, seed)
-                h = cell_hash(sys_json, profile.roles, tjson, fingerprints[t.name], seed, suite.samples)
+                h = cell_hash(
+                    sys_json, profile.roles, tjson, fingerprints[t.name], seed, suite.samples, resolved
+                )
                 jobs.append(
                     CellJob(
                         key,

@@ -166,3 +166,32 @@ def test_cell_json_lists_the_digest_of_every_file(tmp_path):
     assert set(rec["files"]) == {"samples.jsonl", "trace.jsonl", "usage.json", "metrics.json"}
     for name, digest in rec["files"].items():
         assert hashlib.sha256((cell / name).read_bytes()).hexdigest() == digest
+
+
+def test_resume_after_a_default_changed_runs_the_cells_again(tmp_path, monkeypatch):
+    """A suite that leaves a knob at its default reads the same after the default changes, so the cell
+    hash carries the params with defaults filled in: a resume made under a new default runs the cells
+    again (and equals a fresh run under it), instead of keeping the cells of the old default."""
+    from pydantic import Field
+
+    import systems.file
+
+    suite = make_suite(tmp_path, seeds=2, samples=8)
+    run_dir = tmp_path / "run"
+    assert run(suite, tmp_path, out=str(run_dir)).ok
+
+    class ShortLines(systems.file.FileParams):  # a release whose default cuts lines at 40 bytes
+        max_line_bytes: int = Field(40, ge=1)
+
+    monkeypatch.setattr(systems.file, "FileParams", ShortLines)
+    fresh = run(suite, tmp_path, out=str(tmp_path / "fresh"))
+    assert stable_metrics(fresh.run_dir) != stable_metrics(run_dir)  # the new default changes the cells
+    again = run(suite, tmp_path, resume=str(run_dir))
+    assert again.skipped == 0
+    assert stable_metrics(run_dir) == stable_metrics(fresh.run_dir)
+    assert cell_files(run_dir, "samples.jsonl") == cell_files(fresh.run_dir, "samples.jsonl")
+
+    monkeypatch.undo()  # the same default as the first run's cells now: a resume keeps them all
+    assert run(suite, tmp_path, resume=str(tmp_path / "fresh")).skipped == 0
+    assert run(suite, tmp_path, out=str(tmp_path / "old")).ok
+    assert run(suite, tmp_path, resume=str(tmp_path / "old")).skipped == 2
