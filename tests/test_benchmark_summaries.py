@@ -1,4 +1,5 @@
-"""The summaries the AoD and steering benchmarks print: counts, Wilson intervals and headroom."""
+"""The summaries the AoD and diffusion benchmarks print: counts, Wilson intervals, headroom, and what
+new values are made of."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from scipy.optimize import brentq
 
 from benchmarks.aod.false_acceptance import summarize, wilson
+from benchmarks.diffusion.new_values import run_values, split_values, string_fields
 from benchmarks.diffusion.steering import _means
 
 
@@ -60,3 +62,23 @@ def test_steering_means_report_the_headroom_the_plain_rate_leaves() -> None:
     assert m["lift"] == pytest.approx(((1.0 - 0.2) + 0.0) / 2)
     assert m["headroom"] == pytest.approx(((1 - 0.2) + (1 - 0.6)) / 2)
     assert m["lift"] <= m["headroom"]
+
+
+def test_new_values_split_copies_recombinations_and_invented_words(tmp_path) -> None:
+    """Hand-counted: two references' dish names; a copy, a new name made of their words, and a name
+    with a word neither has. Only parsed records with a string value count, over every seed."""
+    import json
+
+    refs = {"Jeera Aloo", "Tandoori Chicken"}
+    assert split_values(["Jeera Aloo", "Jeera Chicken", "Inir", "Tandoori Inir"], refs) == {
+        "copy": 1,
+        "recombined": 1,
+        "invented": 2,
+    }
+    assert string_fields([{"input": "a", "n": 1}, {"input": "b", "output": "c"}]) == ["input", "output"]
+    for seed, rows in enumerate([[{"input": "Jeera Chicken"}, None], [{"input": 3}, {"input": "Inir"}]]):
+        d = tmp_path / "cells" / "llada" / "superni__t" / f"seed-{seed}"
+        d.mkdir(parents=True)
+        lines = [json.dumps({"scored": {"record": r}}) for r in rows]
+        (d / "samples.jsonl").write_text("\n".join(lines) + "\n")
+    assert run_values(tmp_path, "superni__t", "input") == {"llada": ["Jeera Chicken", "Inir"]}
