@@ -4,8 +4,10 @@ evaluation view, evaluator sentences. Each checked against hand-written inputs o
 from __future__ import annotations
 
 import math
+import os
 import random
 import re
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +32,8 @@ from systems.optimizers.judge import parse_yes_no
 from systems.optimizers.policy import EditPolicy, boltzmann_prior
 from systems.optimizers.reward import WEIGHTS, reward, subrewards
 from systems.skeleton_prompt import DiffusionPrompt
+
+DATA = Path(os.environ.get("BENCH_DATA_DIR", "/work/shared/datasets"))
 
 
 @pytest.fixture(scope="module")
@@ -80,6 +84,38 @@ def test_parse_edit_reads_prefixed_and_bare_replies(booking: TaskSpec) -> None:
         "rewrite_instruction", "INSTRUCTION: Write one realistic flight booking as JSON.", booking, p
     )
     assert i == PromptEdit("rewrite_instruction", text="Write one realistic flight booking as JSON.")
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="BENCH_DATA_DIR absent")
+def test_free_hint_values_must_look_like_the_references_values() -> None:
+    """The four values SuperNI's optimizer had kept as `input` hints (docs/systems-aod.md) are refused,
+    a new dish name is not; on MultiWOZ a time or price of the references' digit shape passes and a word
+    in its place does not. Reference values always pass. Shapes are from the references by hand."""
+    b = EditBounds()
+    superni = load_task("superni/task1192_food_flavor_profile", n_references=10, n_holdout=10)
+    assert {r["input"] for r in superni.references} >= {"Bisi bele bath", "Jeera Aloo"}  # 3 words at most
+    p = DiffusionPrompt(instruction=superni.instruction)
+    orig = superni.instruction
+    refused = {
+        "2": "has digits",
+        "15": "has digits",
+        "input": "is a field name",
+        "The task is to classify the 20": "has digits",
+        "The task is to classify them": "longer than 4 words",
+    }
+    for value, why in refused.items():
+        assert why in (
+            check_edit(PromptEdit("set_hint", field="input", value=value), p, superni, b, orig) or ""
+        )
+    for value in ("Laddu Kebab", "Paneer tikka masala", "Jeera Aloo", "Aloo gobi ki sabzi"):
+        assert check_edit(PromptEdit("set_hint", field="input", value=value), p, superni, b, orig) is None
+    train = load_task("multiwoz/train", n_references=64, n_holdout=8)
+    q = DiffusionPrompt(instruction=train.instruction)
+    for field, value in [("leaveAt", "19:54"), ("price", "12.80 pounds"), ("trainID", "TR1234")]:
+        assert check_edit(PromptEdit("set_hint", field=field, value=value), q, train, b, "x") is None
+    for field, value in [("leaveAt", "7pm"), ("price", "cheap"), ("duration", "an hour")]:
+        why = check_edit(PromptEdit("set_hint", field=field, value=value), q, train, b, "x") or ""
+        assert "digit shapes" in why, (field, value)
 
 
 def test_bounds_reject_long_notes_unknown_fields_and_extreme_instructions(booking: TaskSpec) -> None:

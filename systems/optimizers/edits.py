@@ -189,6 +189,8 @@ def check_edit(
         allowed = fields[edit.field]
         if allowed is not None and edit.value not in allowed:
             return f"value {edit.value!r} not allowed for {edit.field!r}"
+        if allowed is None and (why := unlike_references(spec, edit.field, edit.value)):
+            return why
         if (edit.field, edit.value) in prompt.hints:
             return "hint already present"
         if len(prompt.hints) >= bounds.max_hints and edit.field not in dict(prompt.hints):
@@ -474,6 +476,38 @@ def reference_values(spec: TaskSpec, path: str) -> list[str]:
 
 def _shape(value: str) -> str:
     return re.sub(r"\d+", "#", value)
+
+
+def unlike_references(spec: TaskSpec, path: str, value: str) -> str | None:
+    """Why a free hint value on `path` does not look like the references' values there (None if it does).
+
+    Why: a hint is copied into every record, and the code checks cannot tell a dish from "15". On
+    SuperNI task1192 the 135M optimizer's kept hints included `input` = "2", "15", "input" and "The task
+    is to classify the 20" (docs/systems-aod.md, "The default profile"). The shape is read from the
+    data, so every family gets the same rule:
+    - where every reference value has digits (times, prices, IDs), the value's digit shape (`19:54` ->
+      `#:#`) must be one of theirs;
+    - where none has, the value must have none, and at most one word more than the longest of them;
+    - it must not be a field's name (the label the prompt writes before the value).
+    A reference value is always like the references.
+    """
+    seen = reference_values(spec, path)
+    if not seen or value in seen:
+        return None
+    if value.strip().lower() in {f.rsplit(".", 1)[-1].lower() for f in hint_fields(spec)}:
+        return f"hint value {value!r} is a field name"
+    with_digits = [any(c.isdigit() for c in v) for v in seen]
+    if all(with_digits) and _shape(value) not in {_shape(v) for v in seen}:
+        return f"hint value {value!r} has none of the digit shapes of {path!r} in the references"
+    if not any(with_digits):
+        if any(c.isdigit() for c in value):
+            return f"hint value {value!r} has digits; no reference value of {path!r} has"
+        longest = max(len(v.split()) for v in seen)
+        if len(value.split()) > longest + 1:
+            return (
+                f"hint value {value!r} is longer than {longest + 1} words, unlike {path!r} in the references"
+            )
+    return None
 
 
 def novel_values(
