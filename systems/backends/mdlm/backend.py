@@ -143,7 +143,7 @@ class MDLMParams(BaseModel):
     train_steps: int | None = Field(
         None,
         ge=1,
-        description="Optimizer steps (fixed, so training is deterministic); None: by record length "
+        description="Optimizer steps (fixed, so training is deterministic); None: by record length and count "
         "(auto_train_steps: 1800 for short records with at least 64 references, else 900)",
     )
     batch_size: int | None = Field(None, ge=1, description="Training batch size; None: fit batch_tokens")
