@@ -102,6 +102,8 @@ def test_free_hint_values_must_look_like_the_references_values() -> None:
         "input": "is a field name",
         "The task is to classify the 20": "has digits",
         "The task is to classify them": "longer than 4 words",
+        "sweet": "is a value of 'output'",
+        "KefadakarKoftaKfKf": "has a word longer",
     }
     for value, why in refused.items():
         assert why in (
@@ -116,6 +118,52 @@ def test_free_hint_values_must_look_like_the_references_values() -> None:
     for field, value in [("leaveAt", "7pm"), ("price", "cheap"), ("duration", "an hour")]:
         why = check_edit(PromptEdit("set_hint", field=field, value=value), q, train, b, "x") or ""
         assert "digit shapes" in why, (field, value)
+
+
+@pytest.mark.skipif(not DATA.exists(), reason="BENCH_DATA_DIR absent")
+def test_a_pool_of_words_takes_the_agents_new_values() -> None:
+    """SuperNI's `input` (dish names: no digit shape) is the field the data cannot invent for, so the
+    reply schema asks the agent for values there, and only there (MultiWOZ's free fields all have a
+    digit shape, and its schema stays one `field` enum). The agent's values that are references', have
+    digits, or are too long are dropped; fewer than two left is refused, not padded."""
+    import json
+
+    from metrics.structure import validator_for
+    from systems.backends.grammar import build_grammar, max_bytes
+    from systems.optimizers.edits import agent_pool, needs_agent_values, parse_structured, reply_schema
+
+    b = EditBounds()
+    superni = load_task("superni/task1192_food_flavor_profile", n_references=10, n_holdout=10)
+    p = DiffusionPrompt(instruction=superni.instruction)
+    assert needs_agent_values(superni, "input") and not needs_agent_values(superni, "output")  # output: enum
+    schema = reply_schema("vary_hint", superni, p, b, superni.instruction)
+    assert schema is not None and math.isfinite(max_bytes(build_grammar(schema)))
+    reply = {"field": "input", "values": ["Paneer Tikka", "Jeera Aloo", "15", "Masala Dosa", "Paneer Tikka"]}
+    assert not list(validator_for(schema).iter_errors(reply))
+    assert list(validator_for(schema).iter_errors({"field": "input"}))  # values are required for words
+    assert not list(validator_for(schema).iter_errors({"field": "output"}))
+    edit = parse_structured("vary_hint", json.dumps(reply), superni, p, -1, random.Random(0), b)
+    assert edit is not None and edit.values == ("Paneer Tikka", "Masala Dosa")
+    assert check_edit(edit, p, superni, b, "x") is None
+    copies = {"field": "input", "values": ["Jeera Aloo", "Kofta", "The task is to classify them"]}
+    edit = parse_structured("vary_hint", json.dumps(copies), superni, p, -1, random.Random(0), b)
+    assert edit is not None and edit.values == ()
+    assert check_edit(edit, p, superni, b, "x") == f"a pool needs 2 to {b.max_pool} distinct values"
+    assert agent_pool(superni, "input", "not a list", b) == []
+    rng = random.Random(0)  # a fallback is the template's pool: the references' own names, still allowed
+    info = edit_from_reply("vary_hint", json.dumps(copies), superni, p, -1, rng, [], None, b, "x")[1]
+    assert info["edit_source"] == "fallback" and info["values_source"] == "rule"
+    info = edit_from_reply("vary_hint", json.dumps(reply), superni, p, -1, rng, [], None, b, "x")[1]
+    assert info["edit_source"] == "agent" and info["values_source"] == "agent"
+    train = load_task("multiwoz/train", n_references=64, n_holdout=8)
+    q = DiffusionPrompt(instruction=train.instruction)
+    assert not any(needs_agent_values(train, f) for f in ("leaveAt", "price", "trainID", "duration", "day"))
+    assert set(reply_schema("vary_hint", train, q, b, "x") or {}) == {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+    }
 
 
 def test_bounds_reject_long_notes_unknown_fields_and_extreme_instructions(booking: TaskSpec) -> None:

@@ -59,6 +59,8 @@ from systems.optimizers.edits import (
     check_edit,
     edit_from_reply,
     hint_fields,
+    needs_agent_values,
+    reference_values,
     reply_format,
     reply_schema,
     template_edit,
@@ -246,12 +248,18 @@ class AoDOptimizer:
             lines.append(reply_format(kind) if structured else "Answer in the form: HINT: <field> = <value>")
         elif kind == "vary_hint":
             pooled = prompt_pools(best.prompt)
-            fields = ", ".join(sorted(f for f in variable_fields(spec) if f not in pooled)[:16])
+            names = sorted(f for f in variable_fields(spec) if f not in pooled)[:16]
             lines.append(
                 "Choose ONE field whose value should differ from record to record, using new values "
-                f"that are not in the examples. Fields: {fields}."
+                f"that are not in the examples. Fields: {', '.join(names)}."
             )
             lines.append(reply_format(kind) if structured else "Answer in the form: FIELD: <field>")
+            for f in [f for f in names if needs_agent_values(spec, f)][:2] if structured else []:
+                examples = ", ".join(f'"{v[:40]}"' for v in reference_values(spec, f)[:3])
+                lines.append(
+                    f"For {f}, also list 2 to 6 new values of the same kind as {examples}, none of them: "
+                    f'{{"field": "{f}", "values": ["<new value>", "<new value>"]}}'
+                )
         else:
             limit = int(self.config.bounds.max_ratio * max(len(original), 40))
             lines.append(
