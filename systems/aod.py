@@ -118,6 +118,12 @@ class AoDParams(OptimizerParams):
         description="`vary_together` may also draw the union of the failed checks' fields as one pool "
         "(within max_hints): one edit for a lever that otherwise takes two (off before 2026-12-05)",
     )
+    agent_values: bool = Field(
+        True,
+        description="a `vary_hint` pool on a free field of words (dish names, questions: values the data "
+        "cannot make) takes the optimizer agent's new values; off: the references' own values, as "
+        "before 2026-12-05",
+    )
 
     @field_validator("policy_prior")
     @classmethod
@@ -232,7 +238,11 @@ class AoDSystem(PromptOptimizationSystem):
                 min_gain=p.min_gain,
                 edit_mode=p.edit_mode,
                 bounds=replace(
-                    EditBounds(), max_hints=p.max_hints, max_joint=p.max_joint, joint_union=p.joint_union
+                    EditBounds(),
+                    max_hints=p.max_hints,
+                    max_joint=p.max_joint,
+                    joint_union=p.joint_union,
+                    agent_values=p.agent_values,
                 ),
             )
         )

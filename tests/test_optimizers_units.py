@@ -3,6 +3,7 @@ evaluation view, evaluator sentences. Each checked against hand-written inputs o
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -155,6 +156,13 @@ def test_a_pool_of_words_takes_the_agents_new_values() -> None:
     assert info["edit_source"] == "fallback" and info["values_source"] == "rule"
     info = edit_from_reply("vary_hint", json.dumps(reply), superni, p, -1, rng, [], None, b, "x")[1]
     assert info["edit_source"] == "agent" and info["values_source"] == "agent"
+    off = dataclasses.replace(b, agent_values=False)  # as before 2026-12-05: the references' own names
+    assert "anyOf" not in (reply_schema("vary_hint", superni, p, off, "x") or {})
+    edit = parse_structured("vary_hint", json.dumps(reply), superni, p, -1, random.Random(0), off)
+    assert edit is not None and set(edit.values) == {r["input"] for r in superni.references} & set(
+        edit.values
+    )
+    assert len(edit.values) >= 2 and check_edit(edit, p, superni, off, "x") is None
     train = load_task("multiwoz/train", n_references=64, n_holdout=8)
     q = DiffusionPrompt(instruction=train.instruction)
     assert not any(needs_agent_values(train, f) for f in ("leaveAt", "price", "trainID", "duration", "day"))

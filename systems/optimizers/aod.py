@@ -254,7 +254,8 @@ class AoDOptimizer:
                 f"that are not in the examples. Fields: {', '.join(names)}."
             )
             lines.append(reply_format(kind) if structured else "Answer in the form: FIELD: <field>")
-            for f in [f for f in names if needs_agent_values(spec, f)][:2] if structured else []:
+            wordy = [f for f in names if self.config.bounds.agent_values and needs_agent_values(spec, f)]
+            for f in wordy[:2] if structured else []:
                 examples = ", ".join(f'"{v[:40]}"' for v in reference_values(spec, f)[:3])
                 lines.append(
                     f"For {f}, also list 2 to 6 new values of the same kind as {examples}, none of them: "

@@ -60,6 +60,7 @@ class EditBounds:
     max_joint: int = 1
     max_rows: int = 32
     joint_union: bool = False
+    agent_values: bool = True  # a pool on a free field of words takes the agent's values (`agent_pool`)
     min_ratio: float = 0.4
     max_ratio: float = 1.5
 
@@ -444,7 +445,9 @@ def edit_from_reply(
     if edit is not None and reason is None:
         info["edit_source"] = "agent"
         if edit.kind == "vary_hint":  # the agent names the field; the values are its own only for words
-            info["values_source"] = "agent" if needs_agent_values(spec, edit.field) else "rule"
+            info["values_source"] = (
+                "agent" if bounds.agent_values and needs_agent_values(spec, edit.field) else "rule"
+            )
         return edit, info
     if kind == "vary_hint":
         info["values_source"] = "rule"  # the template's pool: novel_values
@@ -789,7 +792,7 @@ def reply_schema(
         names = sorted(f for f in variable_fields(spec) if f not in pooled)
         if not names:
             return None
-        wordy = [f for f in names if needs_agent_values(spec, f)]
+        wordy = [f for f in names if bounds.agent_values and needs_agent_values(spec, f)]
         plain = [f for f in names if f not in wordy]
         options = []
         if plain:
@@ -867,7 +870,7 @@ def parse_structured(
     if kind == "vary_hint" and isinstance(obj.get("field"), str):
         if obj["field"] not in variable_fields(spec):
             return PromptEdit(kind, field=obj["field"])  # check_edit names the problem
-        if needs_agent_values(spec, obj["field"]):  # fewer than 2 usable values: check_edit refuses it
+        if bounds.agent_values and needs_agent_values(spec, obj["field"]):  # < 2 usable: check_edit refuses
             return PromptEdit(
                 kind,
                 field=obj["field"],
