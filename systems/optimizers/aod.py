@@ -54,12 +54,12 @@ from systems.optimizers.edits import (
     EDIT_KINDS,
     EditBounds,
     PromptEdit,
+    agent_writes_values,
     applicable_kinds,
     apply_edit,
     check_edit,
     edit_from_reply,
     hint_fields,
-    needs_agent_values,
     reference_values,
     reply_format,
     reply_schema,
@@ -254,7 +254,7 @@ class AoDOptimizer:
                 f"that are not in the examples. Fields: {', '.join(names)}."
             )
             lines.append(reply_format(kind) if structured else "Answer in the form: FIELD: <field>")
-            wordy = [f for f in names if self.config.bounds.agent_values and needs_agent_values(spec, f)]
+            wordy = [f for f in names if agent_writes_values(spec, f, self.config.bounds)]
             for f in wordy[:2] if structured else []:
                 examples = ", ".join(f'"{v[:40]}"' for v in reference_values(spec, f)[:3])
                 lines.append(

@@ -445,9 +445,7 @@ def edit_from_reply(
     if edit is not None and reason is None:
         info["edit_source"] = "agent"
         if edit.kind == "vary_hint":  # the agent names the field; the values are its own only for words
-            info["values_source"] = (
-                "agent" if bounds.agent_values and needs_agent_values(spec, edit.field) else "rule"
-            )
+            info["values_source"] = "agent" if agent_writes_values(spec, edit.field, bounds) else "rule"
         return edit, info
     if kind == "vary_hint":
         info["values_source"] = "rule"  # the template's pool: novel_values
@@ -504,6 +502,12 @@ def needs_agent_values(spec: TaskSpec, path: str) -> bool:
     if hint_fields(spec).get(path) is not None:
         return False
     return "#" not in _dominant_shape(reference_values(spec, path))
+
+
+def agent_writes_values(spec: TaskSpec, path: str, bounds: EditBounds) -> bool:
+    """Whether a pool on `path` takes the agent's values under `bounds` (`agent_values` on and the field
+    needs them): the one rule the reply schema, the parser, the request and the trace share."""
+    return bounds.agent_values and needs_agent_values(spec, path)
 
 
 def agent_pool(spec: TaskSpec, path: str, values: object, bounds: EditBounds) -> list[str]:
@@ -792,7 +796,7 @@ def reply_schema(
         names = sorted(f for f in variable_fields(spec) if f not in pooled)
         if not names:
             return None
-        wordy = [f for f in names if bounds.agent_values and needs_agent_values(spec, f)]
+        wordy = [f for f in names if agent_writes_values(spec, f, bounds)]
         plain = [f for f in names if f not in wordy]
         options = []
         if plain:
@@ -870,7 +874,7 @@ def parse_structured(
     if kind == "vary_hint" and isinstance(obj.get("field"), str):
         if obj["field"] not in variable_fields(spec):
             return PromptEdit(kind, field=obj["field"])  # check_edit names the problem
-        if bounds.agent_values and needs_agent_values(spec, obj["field"]):  # < 2 usable: check_edit refuses
+        if agent_writes_values(spec, obj["field"], bounds):  # < 2 usable: check_edit refuses
             return PromptEdit(
                 kind,
                 field=obj["field"],
