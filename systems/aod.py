@@ -118,6 +118,13 @@ class AoDParams(OptimizerParams):
         description="`vary_together` may also draw the union of the failed checks' fields as one pool "
         "(within max_hints): one edit for a lever that otherwise takes two (off before 2026-12-05)",
     )
+    joint_new_rows: bool = Field(
+        True,
+        description="a joint pool's rows are passing reference rows with their clock fields shifted by "
+        "whole hours (the same journey at another hour; every row re-checked, none a reference's): the "
+        "pool fixes the checks without copying reference rows (`new_rows.consistent_rows`); off: the "
+        "references' rows, as before 2026-12-05",
+    )
     agent_values: bool = Field(
         True,
         description="a `vary_hint` pool on a free field of words (dish names, questions: values the data "
@@ -242,6 +249,7 @@ class AoDSystem(PromptOptimizationSystem):
                     max_hints=p.max_hints,
                     max_joint=p.max_joint,
                     joint_union=p.joint_union,
+                    joint_new_rows=p.joint_new_rows,
                     agent_values=p.agent_values,
                 ),
             )

@@ -66,8 +66,8 @@ def test_steering_means_report_the_headroom_the_plain_rate_leaves() -> None:
 
 def test_new_values_split_copies_recombinations_and_invented_words(tmp_path) -> None:
     """Hand-counted: two references' dish names; a copy, a new name made of their words, and a name
-    with a word neither has. Only parsed records with a string value count, over every seed."""
-    import json
+    with a word neither has. Only parsed records with a string value count, over every sealed seed
+    (a damaged cell is skipped)."""
 
     refs = {"Jeera Aloo", "Tandoori Chicken"}
     assert split_values(["Jeera Aloo", "Jeera Chicken", "Inir", "Tandoori Inir"], refs) == {
@@ -76,9 +76,20 @@ def test_new_values_split_copies_recombinations_and_invented_words(tmp_path) -> 
         "invented": 2,
     }
     assert string_fields([{"input": "a", "n": 1}, {"input": "b", "output": "c"}]) == ["input", "output"]
-    for seed, rows in enumerate([[{"input": "Jeera Chicken"}, None], [{"input": 3}, {"input": "Inir"}]]):
-        d = tmp_path / "cells" / "llada" / "superni__t" / f"seed-{seed}"
-        d.mkdir(parents=True)
-        lines = [json.dumps({"scored": {"record": r}}) for r in rows]
-        (d / "samples.jsonl").write_text("\n".join(lines) + "\n")
-    assert run_values(tmp_path, "superni__t", "input") == {"llada": ["Jeera Chicken", "Inir"]}
+    from bench.store import CellKey, RunStore
+    from bench.types import Sample
+
+    store = RunStore(tmp_path)
+    cells = [[{"input": "Jeera Chicken"}, None], [{"input": 3}, {"input": "Inir"}], [{"input": "Aloo"}]]
+    for seed, rows in enumerate(cells):  # written as the runner writes cells, each sealed
+        store.write_cell(
+            CellKey("llada", "superni/t", seed),
+            record={"hash": "h", "status": "ok"},
+            samples=[Sample(i, "") for i in range(len(rows))],
+            sample_rows=[{"record": r} for r in rows],
+            metrics={"parse_rate": 1.0},
+        )
+    # seed 2's samples are changed after it was sealed: a damaged cell, skipped as the reports skip it
+    damaged = store.cell_dir(CellKey("llada", "superni/t", 2)) / "samples.jsonl"
+    damaged.write_text(damaged.read_text().replace("Aloo", "Alu"))
+    assert run_values(tmp_path, "superni/t", "input") == {"llada": ["Jeera Chicken", "Inir"]}

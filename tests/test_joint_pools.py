@@ -173,7 +173,9 @@ def test_a_second_joint_pool_fits_when_the_bounds_allow_it(train: TaskSpec) -> N
     assert (wide.max_joint, wide.max_hints) == (2, 5)
     # the AoD systems' defaults since 2026-12-05: five hint lines and the union pool (EditBounds keeps
     # the narrower library defaults, which the suites measured before then pin)
-    assert AoDNoRLSystem().optimizer().config.bounds == replace(EditBounds(), max_hints=5, joint_union=True)
+    assert AoDNoRLSystem().optimizer().config.bounds == replace(
+        EditBounds(), max_hints=5, joint_union=True, joint_new_rows=True
+    )
     p = SteerPrompt(train.instruction)
     time = together_template(p, train, random.Random(1), [{"duration_matches"}], wide)
     q = apply_edit(p, time)
@@ -219,4 +221,5 @@ def test_the_union_of_the_failed_checks_is_one_group_with_rows_that_pass_them_al
     # the AoD param reaches the bounds
     from systems.aod import AoDNoRLSystem
 
-    assert AoDNoRLSystem({"joint_union": True, "max_hints": 5}).optimizer().config.bounds == union
+    params = {"joint_union": True, "max_hints": 5, "joint_new_rows": False}
+    assert AoDNoRLSystem(params).optimizer().config.bounds == union

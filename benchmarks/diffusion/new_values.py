@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench.store import RunStore, read_jsonl
 from bench.tasks import load_task
 from bench.types import JSON
 
@@ -48,15 +49,18 @@ def split_values(values: list[str], reference_values: set[str]) -> Counter[str]:
     return out
 
 
-def run_values(run_dir: Path, task_dir: str, field: str) -> dict[str, list[str]]:
-    """System -> the string values of `field` in its parsed records, over every seed of the run."""
+def run_values(run_dir: Path, task: str, field: str) -> dict[str, list[str]]:
+    """System -> the string values of `field` in its parsed records, over every finished seed of the
+    run. Read through `RunStore`, so a damaged cell is skipped with a warning, as the reports do."""
+    store = RunStore(run_dir)
     out: dict[str, list[str]] = {}
-    for path in sorted(run_dir.glob(f"cells/*/{task_dir}/seed-*/samples.jsonl")):
-        system = path.parts[-4]
-        for line in path.read_text().splitlines():
-            record = (json.loads(line).get("scored") or {}).get("record")
+    for cell in store.iter_cells():
+        if cell.key.task != task or cell.status != "ok":
+            continue
+        for row in read_jsonl(cell.path / "samples.jsonl"):
+            record = (row.get("scored") or {}).get("record")
             if isinstance(record, dict) and isinstance(record.get(field), str):
-                out.setdefault(system, []).append(record[field])
+                out.setdefault(cell.key.system, []).append(record[field])
     return out
 
 
@@ -68,7 +72,7 @@ def analyse(run_dir: Path, task: str, fields: list[str] | None = None) -> dict[s
     rows: dict[str, Any] = {}
     for field in fields or string_fields(refs):
         reference_values = {r[field] for r in refs if isinstance(r.get(field), str)}
-        for system, values in run_values(run_dir, task.replace("/", "__"), field).items():
+        for system, values in run_values(run_dir, task, field).items():
             rows.setdefault(system, {})[field] = {
                 "values": len(values),
                 **split_values(values, reference_values),

@@ -12,7 +12,8 @@ One round (the paper's outer loop, on the incumbent prompt):
    a failing code check reads together from passing references, for the group that can turn the most
    of the batch's records into successes (edits.together_template: a small DLM cannot do arithmetic
    across fields; the references can supply consistent values; with `joint_union` the union of the
-   failed checks' fields is one of the groups);
+   failed checks' fields is one of the groups; with `joint_new_rows` the rows are those references'
+   rows shifted by whole hours, so the records do not copy reference rows, `new_rows`);
 4. the candidate prompt is evaluated on the same fresh seed and sample indices, and assessed;
 5. the candidate replaces the incumbent only if a paired swap test says it is better beyond chance
    and the paired gain exceeds `min_gain` (systems.optimizers.acceptance: the randomized test keeps an

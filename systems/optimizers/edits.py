@@ -16,7 +16,8 @@ Edit kinds (the policy's actions):
   the most failures in the incumbent's batch is the target; at most `max_joint` joint pools of at most
   `max_rows` rows, and all hint lines (fixed, pooled, joint) within `max_hints`. With `joint_union`,
   the union of the failed checks' groups is one more candidate group (one edit for a lever that
-  otherwise takes two pools, `union_group`),
+  otherwise takes two pools, `union_group`); with `joint_new_rows` the rows are passing references'
+  rows with their clock fields shifted by whole hours, each re-checked (`new_rows.consistent_rows`),
 - `remove_hint`: drop one hint (fixed, distributional or joint),
 - `rewrite_instruction`: replace the instruction by a text of at most `max_ratio` times the original
   instruction's length and at least `min_ratio` times it (or 40 characters, whichever is less).
@@ -60,6 +61,7 @@ class EditBounds:
     max_joint: int = 1
     max_rows: int = 32
     joint_union: bool = False
+    joint_new_rows: bool = False  # a joint pool's rows are references' journeys shifted in time (`new_rows`)
     agent_values: bool = True  # a pool on a free field of words takes the agent's values (`agent_pool`)
     min_ratio: float = 0.4
     max_ratio: float = 1.5
@@ -75,6 +77,7 @@ class PromptEdit:
     values: tuple[str, ...] = ()
     fields: tuple[str, ...] = ()
     rows: tuple[tuple[str, ...], ...] = ()
+    source: str = ""  # `vary_together`: "new" when the rows are `new_rows.consistent_rows`, else references'
 
     def to_json(self) -> JSON:
         return {
@@ -87,9 +90,8 @@ class PromptEdit:
         if self.kind == "vary_hint":
             return f"varied {self.field} over {', '.join(self.values)}"
         if self.kind == "vary_together":
-            return (
-                f"drew {', '.join(self.fields)} together from {len(self.rows)} real records (for {self.text})"
-            )
+            source = "new rows (references' shifted in time)" if self.source == "new" else "real records"
+            return f"drew {', '.join(self.fields)} together from {len(self.rows)} {source} (for {self.text})"
         if self.kind == "set_hint":
             return f"set hint {self.field}: {self.value}"
         if self.kind == "remove_hint":
@@ -473,13 +475,21 @@ def variable_fields(spec: TaskSpec) -> dict[str, list[str] | None]:
 
 
 def reference_values(spec: TaskSpec, path: str) -> list[str]:
-    """Distinct values (as hint text) of one leaf path across the references, in first-seen order."""
-    seen: dict[str, None] = {}
-    for r in spec.references:
-        for p, v in leaf_items(r):
-            if p == path and v is not None:
-                seen.setdefault(hint_text(v), None)
-    return list(seen)
+    """Distinct values (as hint text) of one leaf path across the references, in first-seen order.
+
+    Built once per task (`metrics.cell.per_spec`): `unlike_references` and the pools ask for every
+    field's values at each proposal; callers get their own list."""
+    from metrics.cell import per_spec
+
+    def build() -> dict[str, tuple[str, ...]]:
+        seen: dict[str, dict[str, None]] = {}
+        for r in spec.references:
+            for p, v in leaf_items(r):
+                if v is not None:
+                    seen.setdefault(p, {}).setdefault(hint_text(v), None)
+        return {p: tuple(values) for p, values in seen.items()}
+
+    return list(per_spec(spec, "optimizer_reference_values", build).get(path, ()))
 
 
 def _shape(value: str) -> str:
@@ -752,6 +762,12 @@ def together_template(
 
     name = max(order, key=score)
     rows = joint_rows(spec, name, groups[name], bounds.max_hint_chars)
+    if bounds.joint_new_rows:
+        from systems.optimizers.new_rows import consistent_rows
+
+        new = consistent_rows(spec, name, groups[name], rows, rng, bounds.max_rows)
+        if len(new) >= 2:
+            return PromptEdit("vary_together", text=name, fields=groups[name], rows=tuple(new), source="new")
     rng.shuffle(rows)
     return PromptEdit("vary_together", text=name, fields=groups[name], rows=tuple(rows[: bounds.max_rows]))
 
