@@ -9,11 +9,11 @@ references do not have.
 How, generically (from the data, no per-family code): a field of the group whose every passing
 reference value is a clock time ("HH:MM", `metrics.rubrics.common.clock_minutes`) is a clock field. A
 new row is a passing reference row with all its clock fields shifted by one common offset: the same
-journey some whole hours earlier or later (`SHIFT_STEP`). The other fields (stations, durations) keep the row's own values, so what
-the checks cannot see (a 50-minute ride is a 50-minute ride whatever the hour) stays as plausible as
-the reference. Every candidate is then checked by the code checks the pool covers; only rows that
-pass all of them and are no reference's row are kept. A group with no clock field gets no new rows
-(the caller falls back to reference rows).
+journey some whole hours earlier or later (`SHIFT_STEP`). The other fields (stations, durations) keep
+the row's own values, so what the checks cannot see (a 50-minute ride is a 50-minute ride whatever
+the hour) stays as plausible as the reference. Every candidate is then checked by the code checks the
+pool covers; only rows that pass all of them and are no reference's row are kept. A group with no
+clock field gets no new rows (the caller falls back to reference rows).
 
 Left out, on purpose: recombining the other fields across rows (a departure from one journey, a
 destination from another) would pass the code checks too, but the row's duration would then belong
@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 from bench.types import TaskSpec
 from metrics.rubrics.common import MINUTES_PER_DAY, clock_minutes
+from systems.skeleton_prompt import hint_text
 
 # Offsets are whole hours, at most MAX_SHIFT minutes away. Whole hours because the embedded DLM copies a
 # hinted time whose minutes it has seen beside that journey: with offsets of any minute it wrote "07:05"
@@ -39,11 +40,7 @@ MAX_SHIFT = 6 * 60
 
 def clock_fields(group: Sequence[str], rows: Sequence[tuple[str, ...]]) -> list[int]:
     """Indexes of the group's fields whose every value in `rows` is an "HH:MM" clock time."""
-    return [
-        i
-        for i in range(len(group))
-        if rows and all(":" in r[i] and clock_minutes(r[i]) is not None for r in rows)
-    ]
+    return [i for i in range(len(group)) if rows and all(clock_minutes(r[i]) is not None for r in rows)]
 
 
 def shifted_row(
@@ -84,9 +81,8 @@ def consistent_rows(
     checks = [c for c in rubric_checks(spec) if c.name in names]
     minutes = [clock_minutes(r[i]) or 0 for r in base for i in clocks]
     lo, hi = max(0, min(minutes)), min(MINUTES_PER_DAY, max(minutes))
-    known = {tuple(str(r.get(f, "")) for f in group) for r in spec.references if isinstance(r, dict)} | set(
-        base
-    )
+    references = [r for r in spec.references if isinstance(r, dict)]
+    known = {tuple(hint_text(r.get(f, "")) for f in group) for r in references} | set(base)
     order = list(base)
     rng.shuffle(order)
     out: list[tuple[str, ...]] = []
