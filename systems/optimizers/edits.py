@@ -32,11 +32,15 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from bench.types import JSON, TaskSpec
 from metrics.schema_paths import fields_of
 from systems.optimizers.base import copy_prompt, prompt_joint, prompt_pools
 from systems.skeleton_prompt import DiffusionPrompt, hint_text, leaf_items
+
+if TYPE_CHECKING:
+    from metrics.rubrics import Check
 
 EDIT_KINDS = (
     "add_note",
@@ -712,15 +716,21 @@ def candidate_groups(
     return {**every, union[0]: union[1]} if union else dict(every)
 
 
+def covered_checks(spec: TaskSpec, check_name: str) -> list[Check]:
+    """The task's rubric checks a joint pool's name stands for: one check, or every check of a
+    "+"-joined union name (`union_group`)."""
+    from metrics.rubrics import rubric_checks
+
+    names = set(check_name.split("+"))
+    return [c for c in rubric_checks(spec) if c.name in names]
+
+
 def joint_rows(
     spec: TaskSpec, check_name: str, group: tuple[str, ...], max_chars: int
 ) -> list[tuple[str, ...]]:
     """Distinct value rows of `group` from the references that pass the check (every check of a
     "+"-joined union name), in first-seen order."""
-    from metrics.rubrics import rubric_checks
-
-    names = set(check_name.split("+"))
-    checks = [c for c in rubric_checks(spec) if c.name in names]
+    checks = covered_checks(spec, check_name)
     rows: dict[tuple[str, ...], None] = {}
     for r in spec.references:
         if isinstance(r, dict) and all(f in r for f in group) and all(c(r) is True for c in checks):

@@ -72,13 +72,12 @@ def consistent_rows(
     passing every one of those checks, and none equal to a reference's row of the group. Seeded by
     `rng`; [] without clock fields.
     """
-    from metrics.rubrics import rubric_checks
+    from systems.optimizers.edits import covered_checks
 
     clocks = clock_fields(group, base)
-    if not clocks or not base:
+    if not clocks:
         return []
-    names = set(check_name.split("+"))
-    checks = [c for c in rubric_checks(spec) if c.name in names]
+    checks = covered_checks(spec, check_name)
     minutes = [clock_minutes(r[i]) or 0 for r in base for i in clocks]
     lo, hi = max(0, min(minutes)), min(MINUTES_PER_DAY, max(minutes))
     references = [r for r in spec.references if isinstance(r, dict)]
