@@ -83,6 +83,15 @@ def _served_by(suite: Any, roles: JSON) -> JSON:
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
+def planned_cells(previous: JSON, jobs: list[Any]) -> dict[str, str]:
+    """Every cell the run has planned: this invocation's jobs (with their hashes) and, on a resume, the
+    cells an earlier invocation planned that this one leaves out. A resume narrowed with `--systems` or
+    `--tasks` must not make the run forget the rest of its plan: a later bare resume reads the plan to
+    know what to finish, and the run counts as finished only when every planned cell is on disk."""
+    earlier = previous.get("cells") if isinstance(previous.get("cells"), dict) else {}
+    return {**earlier, **{job.key.label(): job.hash for job in jobs}}
+
+
 def build_manifest(
     suite: Any,
     suite_path: Path,
@@ -105,7 +114,7 @@ def build_manifest(
             "profile": suite.profile,
             "roles": roles,
             "served_by": _served_by(suite, roles),
-            "cells": {job.key.label(): job.hash for job in jobs},
+            "cells": planned_cells(previous, jobs),
             "git": git_info(suite_path),
             "versions": package_versions(),
             "host": {

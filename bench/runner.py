@@ -392,8 +392,17 @@ def _run_locked(
     ]
     hits = sum(o.cache_hits for o in outcomes)
     misses = sum(o.cache_misses for o in outcomes)
+    on_disk = {c.key.label() for c in store.iter_cells(warn=False)}
+    left = [label for label in manifest["cells"] if label not in on_disk]
+    if left:  # planned by an earlier invocation and left out of this one (a narrowed resume)
+        print(
+            f"note: {len(left)} cell(s) the run planned earlier are not run yet (e.g. {left[0]}); "
+            f"`bench run {sf.path} --resume {run_dir}` finishes them",
+            file=sys.stderr,
+        )
     manifest.update(
-        finished=datetime.now(UTC).isoformat(),
+        finished=None if left else datetime.now(UTC).isoformat(),
+        cells_not_run=len(left),
         cache={**manifest.get("cache", {}), "hits": hits, "misses": misses},
         cell_status={s: sum(o.status == s for o in outcomes) for s in ("ok", "failed", "skipped")},
         expectations=[
