@@ -132,6 +132,8 @@ def test_opt_in_knobs_enter_the_cache_key_only_when_on() -> None:
     assert train_key(TrainConfig(rope=True))["rope"] is True
     assert train_key(TrainConfig(high_noise=0.5))["high_noise"] == 0.5
     assert train_key(TrainConfig(pre_tokenizer="phrase"))["pre_tokenizer"] == "phrase"
+    assert train_key(TrainConfig(pre_tokenizer="digits"))["pre_tokenizer"] == "digits"
+    assert train_key(TrainConfig(pre_tokenizer="digit-pairs"))["pre_tokenizer"] == "digit-pairs"
 
 
 def test_phrase_pre_tokenization_merges_across_spaces_but_not_across_json_punctuation() -> None:
@@ -151,6 +153,40 @@ def test_phrase_pre_tokenization_merges_across_spaces_but_not_across_json_punctu
     assert len(pieces) < len(train_bpe(texts * 5, 400).encode(texts[0]))  # fewer than GPT-2 pre-tokenization
     with pytest.raises(ValueError, match="pre-tokenization"):
         train_bpe(texts, 400, "words")
+
+
+def test_digit_pre_tokenization_gives_every_digit_a_token_so_every_train_id_has_one_length() -> None:
+    """`digits` BPE: no token holds two digits, so every "TR" + four digits ID is seven tokens with its
+    quotes ("\"", "TR", four digits, "\"") whichever IDs the training texts held; words still merge; any
+    text round-trips."""
+    ids = ["TR9547", "TR6101", "TR8880", "TR2727", "TR1806"]
+    texts = [f'{{"trainID": "{i}", "leaveAt": "07:05", "price": "12.80 pounds"}}' for i in ids]
+    gpt2, digits = train_bpe(texts * 20, 400), train_bpe(texts * 20, 400, "digits")
+    # the independent reading of "one token per digit": count the digits in each token's text
+    for i in range(digits.vocab_size):
+        assert sum(c.isdigit() for c in digits.token_text(i)) <= 1, digits.token_text(i)
+    lengths = {len(digits.encode(f'"{i}"')) for i in [*ids, "TR0000", "TR3141"]}  # seen and unseen IDs
+    assert lengths == {7}
+    gpt2_lengths = {len(gpt2.encode(f'"{i}"')) for i in [*ids, "TR0000", "TR3141"]}
+    assert len(gpt2_lengths) > 1  # under the default the merges decide an ID's length
+    assert " pounds" in [digits.token_text(i) for i in digits.encode(texts[0])]
+    for t in [*texts, "never seen: 東京 {} 0.5e-3", "a 12345 b\n", ""]:
+        assert digits.decode(digits.encode(t)) == t
+
+
+def test_digit_pair_pre_tokenization_spells_every_train_id_in_two_tokens_and_keeps_clock_pairs() -> None:
+    """`digit-pairs` BPE: digit runs are cut into pairs from the left and every pair 00-99 is a token
+    even when the training texts never hold it, so all 10,000 IDs are "TR" and two pairs; a clock time
+    keeps its two-digit tokens; an odd run ends in a single digit; any text round-trips."""
+    texts = [f'{{"trainID": "TR{n}", "leaveAt": "07:05", "duration": "105 minutes"}}' for n in (9547, 1856)]
+    tok = train_bpe(texts * 20, 400, "digit-pairs")
+    for n in range(10_000):  # an independent spelling: "TR", then the ID's digits two by two
+        ids = tok.encode(f"TR{n:04d}")
+        assert [tok.token_text(i) for i in ids] == ["TR", f"{n:04d}"[:2], f"{n:04d}"[2:]]
+    assert [tok.token_text(i) for i in tok.encode("07:05")] == ["07", ":", "05"]
+    assert [tok.token_text(i) for i in tok.encode(" 105 minutes")][:3] == [" ", "10", "5"]
+    for t in [*texts, "never seen: 東京 {} 0.5e-3", "a 12345 b\n", ""]:
+        assert tok.decode(tok.encode(t)) == t
 
 
 def test_high_noise_rows_draw_from_the_top_of_the_schedule_and_zero_is_llada_s_draw() -> None:

@@ -93,8 +93,10 @@ class MDLMParams(BaseModel):
     n_heads: int = Field(4, ge=1, description="Attention heads")
     d_ff: int = Field(384, ge=16, description="Feed-forward width")
     rope: bool = Field(False, description="Rotary position embeddings in attention (as LLaDA)")
-    pre_tokenizer: Literal["gpt2", "phrase"] = Field(
-        "gpt2", description="BPE pre-tokenization: gpt2 (merges within words) or phrase (across spaces)"
+    pre_tokenizer: Literal["gpt2", "phrase", "digits", "digit-pairs"] = Field(
+        "gpt2",
+        description="BPE pre-tokenization: gpt2 (merges within words), phrase (across spaces), "
+        "digits (gpt2 with one token per digit) or digit-pairs (digit runs cut into pairs)",
     )
     max_prompt_tokens: int = Field(
         64,

@@ -3,7 +3,8 @@
 Byte-level BPE (GPT-2 pre-tokenisation: letter runs with their leading space, digit runs, punctuation
 runs, whitespace) keeps a MultiWOZ record at ~60 tokens with a 1024-id vocabulary and round-trips any
 text (unseen characters fall back to byte tokens). Five special tokens come first, at ids 0..4.
-`pre_tokenizer("phrase")` is the opt-in alternative whose merges cross spaces (see its docstring).
+`pre_tokenizer("phrase")` is the opt-in alternative whose merges cross spaces; `"digits"` and
+`"digit-pairs"` write digits one or two to a token (see its docstring).
 
 Determinism: `BpeTrainer` breaks count ties by the pair's ids, and without a continuing-subword prefix
 every id it assigns comes from the sorted byte alphabet or an earlier merge, so the same texts in the
@@ -117,7 +118,7 @@ class BPETokenizer:
 JSON_PUNCTUATION = r'[\s{}\[\]":,]*[{}\[\]":,]+[\s{}\[\]":,]*'
 """A run of JSON punctuation (braces, brackets, quotes, colons, commas) with the whitespace around it."""
 
-PRE_TOKENIZATIONS = ("gpt2", "phrase")
+PRE_TOKENIZATIONS = ("gpt2", "phrase", "digits", "digit-pairs")
 
 
 def pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
@@ -127,7 +128,15 @@ def pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
     inside a word). `phrase`: only runs of JSON punctuation split the text, so merges may cross spaces
     and a phrase that repeats in the training texts becomes one token (the idea of SuperBPE, Liu et al.
     2025), while keys, quotes and separators never share a token with the words they enclose. A
-    TruthfulQA record is about half as many tokens (docs/systems-diffusion.md)."""
+    TruthfulQA record is about half as many tokens (docs/systems-diffusion.md). `digits`: GPT-2's rule
+    after every digit is split off on its own, so no merge spans two digits (as LLaMA's tokenizer does,
+    Touvron et al. 2023). Under `gpt2` a MultiWOZ train ID is "TR" and one to four digit tokens
+    ("9547"; "6", "10", "1"), so how many positions an ID takes depends on which merges its digits
+    happen to have; with `digits` every ID is "TR" and four digits (docs/systems-diffusion.md, "Digit
+    tokens"). `digit-pairs`: GPT-2's
+    rule after each run of digits is cut into pairs from the left ("9547" is "95" "47", "105" is "10"
+    "5"), and every pair "00".."99" is a token (`DIGIT_PAIRS` join the training texts), so an ID is
+    "TR" and two tokens and a clock time keeps its two-digit tokens."""
     if kind == "gpt2":
         return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     if kind == "phrase":
@@ -137,7 +146,20 @@ def pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
             ]
         )
+    if kind in ("digits", "digit-pairs"):
+        split = (
+            pre_tokenizers.Digits(individual_digits=True)
+            if kind == "digits"
+            else pre_tokenizers.Split(Regex(r"\d\d"), behavior="isolated")
+        )
+        return pre_tokenizers.Sequence(
+            [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+        )
     raise ValueError(f"unknown pre-tokenization {kind!r} (one of {', '.join(PRE_TOKENIZATIONS)})")
+
+
+DIGIT_PAIRS = [" ".join(f"{i:02d}" for i in range(100))] * 2
+"""Added to the training texts of `digit-pairs` so that every pair is merged (merges need 2 sightings)."""
 
 
 def train_bpe(texts: Iterable[str], vocab_size: int, pre: str = "gpt2") -> BPETokenizer:
@@ -152,5 +174,5 @@ def train_bpe(texts: Iterable[str], vocab_size: int, pre: str = "gpt2") -> BPETo
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tk.train_from_iterator(list(texts), trainer)
+    tk.train_from_iterator(list(texts) + (DIGIT_PAIRS if pre == "digit-pairs" else []), trainer)
     return BPETokenizer(tk)
