@@ -133,10 +133,9 @@ def pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
     Touvron et al. 2023). Under `gpt2` a MultiWOZ train ID is "TR" and one to four digit tokens
     ("9547"; "6", "10", "1"), so how many positions an ID takes depends on which merges its digits
     happen to have; with `digits` every ID is "TR" and four digits (docs/systems-diffusion.md, "Digit
-    tokens"). `digit-pairs`: GPT-2's
-    rule after each run of digits is cut into pairs from the left ("9547" is "95" "47", "105" is "10"
-    "5"), and every pair "00".."99" is a token (`DIGIT_PAIRS` join the training texts), so an ID is
-    "TR" and two tokens and a clock time keeps its two-digit tokens."""
+    tokens"). `digit-pairs`: GPT-2's rule after each run of digits is cut into pairs from the left
+    ("9547" is "95" "47", "105" is "10" "5"), and every pair "00".."99" is a token (`DIGIT_PAIRS` join
+    the training texts), so an ID is "TR" and two tokens and a clock time keeps its two-digit tokens."""
     if kind == "gpt2":
         return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     if kind == "phrase":
