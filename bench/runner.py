@@ -381,7 +381,8 @@ def _run_locked(
         progress.close()
 
     # expectations over every finished cell of this run (including resumed ones)
-    cells = [(c.key, c.metrics) for c in store.iter_cells() if c.status == "ok"]
+    on_disk = list(store.iter_cells())  # read once: the expectations and the plan's remainder use it
+    cells = [(c.key, c.metrics) for c in on_disk if c.status == "ok"]
     lookup = macro_lookup(cells)
     all_tasks = [t.name for t in suite.tasks]
     left_out_systems = set(suite.systems) - set(_select(list(suite.systems), opts.systems, "systems"))
@@ -392,8 +393,8 @@ def _run_locked(
     ]
     hits = sum(o.cache_hits for o in outcomes)
     misses = sum(o.cache_misses for o in outcomes)
-    on_disk = {c.key.label() for c in store.iter_cells(warn=False)}
-    left = [label for label in manifest["cells"] if label not in on_disk]
+    labels = {c.key.label() for c in on_disk}
+    left = [label for label in manifest["cells"] if label not in labels]
     if left:  # planned by an earlier invocation and left out of this one (a narrowed resume)
         print(
             f"note: {len(left)} cell(s) the run planned earlier are not run yet (e.g. {left[0]}); "
