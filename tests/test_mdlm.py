@@ -17,7 +17,7 @@ from bench.errors import BenchError  # noqa: E402
 from bench.types import GenerationRequest, SamplingParams, TaskSpec  # noqa: E402
 from systems.backends.mdlm import EmbeddedMDLMBackend  # noqa: E402
 from systems.backends.mdlm.model import MaskedDiffusionTransformer, ModelConfig  # noqa: E402
-from systems.backends.mdlm.tokenizer import BPETokenizer, train_bpe  # noqa: E402
+from systems.backends.mdlm.tokenizer import SPECIALS, BPETokenizer, train_bpe  # noqa: E402
 from systems.skeleton import SkeletonPlan, build_record, leaves, segments  # noqa: E402
 
 os.environ.setdefault("BENCH_DATA_DIR", "/work/shared/datasets")
@@ -134,6 +134,7 @@ def test_opt_in_knobs_enter_the_cache_key_only_when_on() -> None:
     assert train_key(TrainConfig(pre_tokenizer="phrase"))["pre_tokenizer"] == "phrase"
     assert train_key(TrainConfig(pre_tokenizer="digits"))["pre_tokenizer"] == "digits"
     assert train_key(TrainConfig(pre_tokenizer="digit-pairs"))["pre_tokenizer"] == "digit-pairs"
+    assert train_key(TrainConfig(pre_tokenizer="numbers"))["pre_tokenizer"] == "numbers"
 
 
 def test_phrase_pre_tokenization_merges_across_spaces_but_not_across_json_punctuation() -> None:
@@ -185,6 +186,27 @@ def test_digit_pair_pre_tokenization_spells_every_train_id_in_two_tokens_and_kee
         assert [tok.token_text(i) for i in ids] == ["TR", f"{n:04d}"[:2], f"{n:04d}"[2:]]
     assert [tok.token_text(i) for i in tok.encode("07:05")] == ["07", ":", "05"]
     assert [tok.token_text(i) for i in tok.encode(" 105 minutes")][:3] == [" ", "10", "5"]
+    for t in [*texts, "never seen: 東京 {} 0.5e-3", "a 12345 b\n", ""]:
+        assert tok.decode(tok.encode(t)) == t
+
+
+def test_number_pre_tokenization_writes_each_number_below_1000_in_one_token() -> None:
+    """`numbers` BPE: a run of one to three digits is one token whichever numbers the training texts
+    held (all 0..999, checked against each number's own text), so a field's durations all take one
+    position; longer runs are pairs from the left (IDs "TR" and two tokens, as `digit-pairs`); the
+    forced number ids come on top of `vocab_size`, so the words keep their merges; any text round-trips."""
+    texts = [f'{{"trainID": "TR{n}", "leaveAt": "07:05", "duration": "105 minutes"}}' for n in (9547, 1856)]
+    tok = train_bpe(texts * 20, 400, "numbers")
+    for n in range(1000):
+        assert [tok.token_text(i) for i in tok.encode(f" {n} minutes")] == [" ", str(n), " minutes"]
+    for n in range(0, 10_000, 7):
+        assert [tok.token_text(i) for i in tok.encode(f"TR{n:04d}")] == ["TR", f"{n:04d}"[:2], f"{n:04d}"[2:]]
+    assert [tok.token_text(i) for i in tok.encode("07:05")] == ["07", ":", "05"]
+    assert [tok.token_text(i) for i in tok.encode("12345")] == ["12", "34", "5"]
+    pairs = train_bpe(texts * 20, 400, "digit-pairs")  # the same cap: the numbers take no word's place
+    words = {pairs.token_text(i) for i in range(len(SPECIALS), pairs.vocab_size)}
+    own = {tok.token_text(i) for i in range(len(SPECIALS), tok.vocab_size)}
+    assert {w for w in words if not any(c.isdigit() for c in w)} <= own
     for t in [*texts, "never seen: 東京 {} 0.5e-3", "a 12345 b\n", ""]:
         assert tok.decode(tok.encode(t)) == t
 

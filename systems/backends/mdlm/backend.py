@@ -93,10 +93,11 @@ class MDLMParams(BaseModel):
     n_heads: int = Field(4, ge=1, description="Attention heads")
     d_ff: int = Field(384, ge=16, description="Feed-forward width")
     rope: bool = Field(False, description="Rotary position embeddings in attention (as LLaDA)")
-    pre_tokenizer: Literal["gpt2", "phrase", "digits", "digit-pairs"] = Field(
+    pre_tokenizer: Literal["gpt2", "phrase", "digits", "digit-pairs", "numbers"] = Field(
         "gpt2",
         description="BPE pre-tokenization: gpt2 (merges within words), phrase (across spaces), "
-        "digits (gpt2 with one token per digit) or digit-pairs (digit runs cut into pairs)",
+        "digits (gpt2 with one token per digit), digit-pairs (digit runs cut into pairs) or numbers "
+        "(runs of 1-3 digits one token each, longer runs cut into pairs)",
     )
     max_prompt_tokens: int = Field(
         64,

@@ -118,7 +118,7 @@ class BPETokenizer:
 JSON_PUNCTUATION = r'[\s{}\[\]":,]*[{}\[\]":,]+[\s{}\[\]":,]*'
 """A run of JSON punctuation (braces, brackets, quotes, colons, commas) with the whitespace around it."""
 
-PRE_TOKENIZATIONS = ("gpt2", "phrase", "digits", "digit-pairs")
+PRE_TOKENIZATIONS = ("gpt2", "phrase", "digits", "digit-pairs", "numbers")
 
 
 def pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
@@ -135,7 +135,11 @@ def pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
     happen to have; with `digits` every ID is "TR" and four digits (docs/systems-diffusion.md, "Digit
     tokens"). `digit-pairs`: GPT-2's rule after each run of digits is cut into pairs from the left
     ("9547" is "95" "47", "105" is "10" "5"), and every pair "00".."99" is a token (`DIGIT_PAIRS` join
-    the training texts), so an ID is "TR" and two tokens and a clock time keeps its two-digit tokens."""
+    the training texts), so an ID is "TR" and two tokens and a clock time keeps its two-digit tokens.
+    `numbers`: as `digit-pairs`, but a run of one to three digits stays whole and every number 0..999
+    is a token (`NUMBERS` join the training texts; their ids come on top of `vocab_size`), so "105 minutes"
+    and "45 minutes" both write their number in one token, where under `digit-pairs` "105" is "10" "5"
+    and came out as "10" (docs/systems-diffusion.md, "Digit tokens")."""
     if kind == "gpt2":
         return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     if kind == "phrase":
@@ -145,12 +149,13 @@ def pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
             ]
         )
-    if kind in ("digits", "digit-pairs"):
-        split = (
-            pre_tokenizers.Digits(individual_digits=True)
-            if kind == "digits"
-            else pre_tokenizers.Split(Regex(r"\d\d"), behavior="isolated")
-        )
+    if kind in ("digits", "digit-pairs", "numbers"):
+        split = {
+            "digits": pre_tokenizers.Digits(individual_digits=True),
+            "digit-pairs": pre_tokenizers.Split(Regex(r"\d\d"), behavior="isolated"),
+            # a whole run of 1-3 digits, else pairs from the left (a longer run's odd last digit alone)
+            "numbers": pre_tokenizers.Split(Regex(r"(?<!\d)\d{1,3}(?!\d)|\d\d"), behavior="isolated"),
+        }[kind]
         return pre_tokenizers.Sequence(
             [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
         )
@@ -160,6 +165,12 @@ def pre_tokenizer(kind: str) -> pre_tokenizers.PreTokenizer:
 DIGIT_PAIRS = [" ".join(f"{i:02d}" for i in range(100))] * 2
 """Added to the training texts of `digit-pairs` so that every pair is merged (merges need 2 sightings)."""
 
+NUMBERS = [" ".join(str(i) for i in range(1000))] * 2 + DIGIT_PAIRS
+"""Added to the training texts of `numbers`: every number 0..999 and every pair 00..99 is merged."""
+
+FORCED_IDS = {"numbers": 1000}
+"""Merges the forced texts need, granted on top of `vocab_size` so that they take no word's place."""
+
 
 def train_bpe(texts: Iterable[str], vocab_size: int, pre: str = "gpt2") -> BPETokenizer:
     """Train a byte-level BPE of at most `vocab_size` ids (specials + 256 bytes + merges) on `texts`."""
@@ -167,11 +178,12 @@ def train_bpe(texts: Iterable[str], vocab_size: int, pre: str = "gpt2") -> BPETo
     tk.pre_tokenizer = pre_tokenizer(pre)
     tk.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
+        vocab_size=vocab_size + FORCED_IDS.get(pre, 0),
         min_frequency=2,
         special_tokens=list(SPECIALS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tk.train_from_iterator(list(texts) + (DIGIT_PAIRS if pre == "digit-pairs" else []), trainer)
+    forced = {"digit-pairs": DIGIT_PAIRS, "numbers": NUMBERS}.get(pre, [])
+    tk.train_from_iterator(list(texts) + forced, trainer)
     return BPETokenizer(tk)

@@ -57,7 +57,7 @@ class TrainConfig:
     rope: bool = False
     """Rotary position embeddings in attention (model.ModelConfig.rope)."""
     pre_tokenizer: str = "gpt2"
-    """How the BPE splits text before merging (tokenizer.pre_tokenizer: `gpt2`, `phrase`, `digits`, `digit-pairs`)."""
+    """How the BPE splits text before merging (tokenizer.pre_tokenizer: `gpt2`, `phrase`, `digits`, `digit-pairs`, `numbers`)."""
     max_prompt_tokens: int = 64
     max_response_tokens: int = 256
     max_slot_tokens: int = 24
