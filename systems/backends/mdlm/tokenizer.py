@@ -173,7 +173,8 @@ FORCED_IDS = {"numbers": 1000}
 
 
 def train_bpe(texts: Iterable[str], vocab_size: int, pre: str = "gpt2") -> BPETokenizer:
-    """Train a byte-level BPE of at most `vocab_size` ids (specials + 256 bytes + merges) on `texts`."""
+    """Train a byte-level BPE of at most `vocab_size` ids (specials + 256 bytes + merges) on `texts`,
+    plus `FORCED_IDS[pre]` for a pre-tokenization whose forced number tokens would crowd out words."""
     tk = Tokenizer(models.BPE())
     tk.pre_tokenizer = pre_tokenizer(pre)
     tk.decoder = decoders.ByteLevel()
