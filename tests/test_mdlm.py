@@ -190,11 +190,14 @@ def test_digit_pair_pre_tokenization_spells_every_train_id_in_two_tokens_and_kee
         assert tok.decode(tok.encode(t)) == t
 
 
-def test_number_pre_tokenization_writes_each_number_below_1000_in_one_token() -> None:
+def test_number_pre_tokenization_writes_each_number_below_1000_in_one_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """`numbers` BPE: a run of one to three digits is one token whichever numbers the training texts
     held (all 0..999, checked against each number's own text), so a field's durations all take one
     position; longer runs are pairs from the left (IDs "TR" and two tokens, as `digit-pairs`); the
-    forced number ids come on top of `vocab_size`, so the words keep their merges; any text round-trips."""
+    forced number ids come on top of `vocab_size` (without that grant the cap cuts most numbers), and
+    the words keep their merges; any text round-trips."""
     texts = [f'{{"trainID": "TR{n}", "leaveAt": "07:05", "duration": "105 minutes"}}' for n in (9547, 1856)]
     tok = train_bpe(texts * 20, 400, "numbers")
     for n in range(1000):
@@ -203,12 +206,18 @@ def test_number_pre_tokenization_writes_each_number_below_1000_in_one_token() ->
         assert [tok.token_text(i) for i in tok.encode(f"TR{n:04d}")] == ["TR", f"{n:04d}"[:2], f"{n:04d}"[2:]]
     assert [tok.token_text(i) for i in tok.encode("07:05")] == ["07", ":", "05"]
     assert [tok.token_text(i) for i in tok.encode("12345")] == ["12", "34", "5"]
-    pairs = train_bpe(texts * 20, 400, "digit-pairs")  # the same cap: the numbers take no word's place
+    pairs = train_bpe(texts * 20, 400, "digit-pairs")  # the same cap: every word merge is kept
     words = {pairs.token_text(i) for i in range(len(SPECIALS), pairs.vocab_size)}
     own = {tok.token_text(i) for i in range(len(SPECIALS), tok.vocab_size)}
     assert {w for w in words if not any(c.isdigit() for c in w)} <= own
     for t in [*texts, "never seen: 東京 {} 0.5e-3", "a 12345 b\n", ""]:
         assert tok.decode(tok.encode(t)) == t
+    from systems.backends.mdlm import tokenizer
+
+    monkeypatch.setattr(tokenizer, "FORCED_IDS", {})
+    capped = train_bpe(texts * 20, 400, "numbers")
+    assert capped.vocab_size == 400
+    assert sum(len(capped.encode(f" {n} minutes")) != 3 for n in range(1000)) > 500
 
 
 def test_high_noise_rows_draw_from_the_top_of_the_schedule_and_zero_is_llada_s_draw() -> None:
