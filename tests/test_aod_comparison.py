@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -452,3 +453,59 @@ def test_replay_rebuilds_each_kept_prompt_and_tests_the_replayed_values(tmp_path
     assert (summary["above_0.05"], summary["below_-0.05"]) == (1, 2)
     assert summary["spearman"] == pytest.approx(spearmanr(diffs, gains).statistic)
     assert candidate_summary([{"paired_difference": 0.1, "replayed_gain": None}]) is None
+
+
+def test_kept_pool_cells_and_copied_values_from_a_run(tmp_path, capsys, monkeypatch):
+    """`kept_pool_cells`: only cells whose `final` event holds a joint pool count, with shares of those
+    cells' records recounted by hand; plain `llada` (no `final` event) is left out. `copied_values`: per
+    field, the share of parsed records whose value is some reference's; `main` loads the references as
+    the run's manifest names them and prints both tables."""
+    from bench.tasks import load_task
+    from benchmarks.aod.kept_pools import copied_values, final_joint_pools, kept_pool_cells, main
+
+    spec = load_task("multiwoz/train", n_references=8, n_holdout=4)
+    real = spec.references[0]["trainID"]  # a reference's ID, as `main` will load them
+    pool = {"fields": ["leaveAt", "arriveBy"], "rows": [["09:00", "10:00"]]}
+
+    def final(pools: list) -> dict:
+        return {"event": "final", "prompt_params": {"notes": [], "hints": {}, "joint_pools": pools}}
+
+    ok = {"text": "{}", "scored": {"record": {"trainID": real, "price": "1 pounds"}, "tsr": True}}
+    bad = {"text": "{}", "scored": {"record": {"trainID": "TR9"}, "tsr": False,
+                                    "tsr_failures": ["check:duration_matches", "copy_of_reference"],
+                                    "schema_errors": ["price is required"]}}  # fmt: skip
+    cut = {"text": '{"trainID": "TR', "scored": {"record": None, "tsr": False}}
+    samples = {
+        ("aod", "multiwoz/train", 0): [ok, bad, cut, ok],  # kept the pool
+        ("aod", "multiwoz/train", 1): [bad, bad, bad, bad],  # did not: left out of the shares
+        ("llada", "multiwoz/train", 0): [ok, ok, ok, ok],
+        ("llada", "multiwoz/train", 1): [cut, ok, ok, ok],
+    }
+    traces = {("aod", "multiwoz/train", 0): [final([pool])], ("aod", "multiwoz/train", 1): [final([])]}
+    values = {(s, "multiwoz/train"): {"tsr": [0.5, 0.0]} for s in ("aod", "llada")}
+    manifest = {"suite": {"tasks": [{"name": "multiwoz/train", "n_references": 8, "n_holdout": 4}]}}
+    run = write_run(tmp_path / "r", values, seeds=[0, 1], samples=samples, traces=traces, manifest=manifest)
+
+    (row,) = kept_pool_cells(run)
+    assert (row["system"], row["cells"], row["kept"], row["records"]) == ("aod", 2, 1, 4)
+    assert row["tsr"] == 2 / 4 and row["unparsed"] == 1 / 4 and row["invalid"] == 1 / 4
+    assert row["failing"] == {"duration_matches": 1 / 4}  # a check, not the copy reason
+    cells = {c.name: c for c in (run / "cells" / "aod" / "multiwoz__train").iterdir()}
+    assert final_joint_pools(cells["seed-0"]) == [["leaveAt", "arriveBy"]]
+
+    refs = {"multiwoz/train": [{"trainID": real, "price": "2 pounds"}, {"trainID": "TR5"}]}
+    got = {r["system"]: r["copied"] for r in copied_values(run, refs, ["trainID", "price", "day"])}
+    # aod: parsed records ok, bad, ok, bad x4 -> IDs real TR9 real TR9 TR9 TR9 TR9; prices "1 pounds" twice
+    assert got["aod"] == {"trainID": 2 / 7, "price": 0.0, "day": None}
+    assert got["llada"] == {"trainID": 1.0, "price": 0.0, "day": None}
+
+    monkeypatch.chdir(tmp_path)  # --md and --json land here
+    assert main([str(run), "--fields", "trainID,price", "--md", "t.md", "--json", "t.json"]) == 0
+    printed = capsys.readouterr().out
+    assert "| aod | multiwoz/train | 1 of 2 | 0.500 |" in printed and Path("t.md").read_text() == printed
+    data = json.loads(Path("t.json").read_text())
+    assert {r["system"]: r["copied"]["trainID"] for r in data["copied_values"]} == {
+        "aod": 2 / 7,
+        "llada": 1.0,
+    }
+    assert data["kept_pools"][0]["kept"] == 1
