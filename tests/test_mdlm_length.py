@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 from bench.types import GenerationRequest, SamplingParams  # noqa: E402
 from systems.backends.mdlm import EmbeddedMDLMBackend  # noqa: E402
-from systems.backends.mdlm.length import LengthFirst, end_position  # noqa: E402
+from systems.backends.mdlm.length import EosSuffix, LengthFirst, end_position  # noqa: E402
 
 os.environ.setdefault("BENCH_DATA_DIR", "/work/shared/datasets")
 needs_data = pytest.mark.skipif(
@@ -92,6 +92,122 @@ def test_the_hook_draws_the_length_once_and_keeps_eos_behind_it() -> None:
     x[:, P] = 8
     hook(torch.randn((2, P + R, V)), x)
     assert hook.lengths == expect
+
+
+def test_eos_suffix_allows_eos_only_right_of_all_content_and_only_eos_right_of_an_eos() -> None:
+    """Per row, from the canvas: EOS is forbidden left of the rightmost committed content token; right of
+    the first committed EOS only EOS may come; elsewhere the inner hook's logits pass unchanged. Checked
+    against a position-by-position rule on random canvases."""
+    V, eos, mask, P, R = 10, 3, 4, 3, 12
+    natural_calls = []
+
+    def natural(logits: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        natural_calls.append(1)
+        logits[:, P:, mask] = -torch.inf
+        return logits
+
+    hook = EosSuffix(P, eos, mask, natural)
+    rng = random.Random(7)
+    for _ in range(200):
+        x = torch.full((3, P + R), mask)
+        x[:, :P] = 9
+        for j in range(3):  # a valid partial canvas: content, masks, then EOS from some point on
+            cut = rng.randint(0, R)
+            for i in range(R):
+                if rng.random() < 0.4:
+                    x[j, P + i] = eos if i >= cut else rng.choice([0, 1, 2, 5, 6])
+        logits = torch.randn((3, P + R, V), generator=torch.Generator().manual_seed(rng.randint(0, 10**6)))
+        out = hook(logits.clone(), x)
+        for j in range(3):
+            row = x[j, P:].tolist()
+            content = [i for i, t in enumerate(row) if t not in (eos, mask)]
+            eoses = [i for i, t in enumerate(row) if t == eos]
+            for i in range(R):
+                got, before = out[j, P + i], logits[j, P + i]
+                if eoses and i > eoses[0]:
+                    assert got[eos] == 0 and bool(torch.isinf(torch.cat([got[:eos], got[eos + 1 :]])).all())
+                    continue
+                assert bool(torch.isinf(got[mask]))  # the inner hook ran first
+                if content and i < content[-1]:
+                    assert bool(torch.isinf(got[eos]))
+                else:
+                    assert got[eos] == before[eos]
+                others = [k for k in range(V) if k not in (eos, mask)]
+                assert torch.equal(got[others], before[others])
+        assert torch.equal(out[:, :P], logits[:, :P])  # the prompt is untouched
+    assert len(natural_calls) == 200
+    # one pass committed an EOS left of content (2 and 5): right of the EOS only EOS, the second rule wins
+    x = torch.full((1, P + R), mask)
+    x[0, P + 2], x[0, P + 5] = eos, 6
+    out = hook(torch.zeros((1, P + R, V)), x)[0, P:]
+    assert out[0, eos] == -torch.inf and out[1, eos] == -torch.inf  # left of both: no EOS
+    for i in (3, 4, 6, 11):
+        assert out[i, eos] == 0 and bool(torch.isinf(out[i, :eos]).all())
+
+
+@needs_data
+def test_eos_suffix_generation_never_commits_against_an_earlier_pass(tmp_path: Path) -> None:
+    """A real (tiny) model: with `eos_suffix`, no pass commits an EOS left of content committed by an
+    earlier pass, nor content right of an earlier EOS (two commits of one pass are not constrained against
+    each other, as the docstring says), so fewer records hold content after their first EOS than without
+    it. The identity says so, and the cached model is the plain one's."""
+    from bench.tasks import load_task
+    from systems.backends.mdlm import backend as mdlm_backend
+
+    spec = load_task("multiwoz/train", n_references=None, n_holdout=None)
+    env = SimpleNamespace(cache_dir=tmp_path, task=spec, seed=0)
+    be = EmbeddedMDLMBackend.from_spec({"params": TINY_DLM | {"vocab_size": 400, "eos_suffix": True}}, env)
+    assert be.identity()["eos_suffix"] is True
+    plain = EmbeddedMDLMBackend.from_spec({"params": TINY_DLM | {"vocab_size": 400}}, env)
+    assert "eos_suffix" not in plain.identity() and plain.train_seconds == be.train_seconds  # one model
+    eos, mask = be.tok.eos_id, be.tok.mask_id
+    params = SamplingParams(temperature=1.0, extra=(("steps", 6),))
+    reqs = [
+        GenerationRequest.chat("Fields: day", params, 0, i) for i in range(be.params.gen_batch_size)
+    ]  # one batch
+    canvases: list[torch.Tensor] = []  # the response canvas each pass saw, then the final one
+    finals: list[torch.Tensor] = []
+    orig_denoise, orig_hook = mdlm_backend.denoise, EosSuffix.__call__
+
+    def seen(self, logits, x):  # noqa: ANN001, ANN202
+        canvases.append(x[:, self.prompt_len :].clone())
+        return orig_hook(self, logits, x)
+
+    def keep(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        res = orig_denoise(*a, **k)
+        finals.append(res.x[:, a[2] :].clone())
+        return res
+
+    mdlm_backend.denoise, EosSuffix.__call__ = keep, seen
+    try:
+        be.generate(reqs)
+        hooked_passes = canvases + [finals[-1]]
+        plain.generate(reqs)
+    finally:
+        mdlm_backend.denoise, EosSuffix.__call__ = orig_denoise, orig_hook
+
+    checked = 0
+    for before, after in zip(hooked_passes, hooked_passes[1:], strict=False):
+        for b, a in zip(before.tolist(), after.tolist(), strict=True):
+            content = [i for i, t in enumerate(b) if t not in (eos, mask)]
+            eoses = [i for i, t in enumerate(b) if t == eos]
+            if content and eoses and content[-1] > eoses[0]:
+                continue  # one earlier pass committed both out of order: only EOS may follow (docstring)
+            checked += 1
+            for i, (t0, t1) in enumerate(zip(b, a, strict=True)):
+                if t0 != mask or t1 == mask:
+                    continue  # not committed by this pass
+                if t1 == eos:
+                    assert not content or i > content[-1]
+                else:
+                    assert not eoses or i < eoses[0]
+
+    assert checked > 40  # most rows of the 6 passes x 16 rows
+
+    def broken(x: torch.Tensor) -> int:  # rows with content after their first EOS
+        return sum(eos in r and any(t != eos for t in r[r.index(eos) :]) for r in x.tolist())
+
+    assert broken(finals[0]) < broken(finals[1])  # and the tiny model breaks the rule without it
 
 
 @needs_data

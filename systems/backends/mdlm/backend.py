@@ -35,7 +35,7 @@ from systems.backends.llada_sampler import (
     merge_knobs,
 )
 from systems.backends.mdlm.conditioning import EMBEDDER, LineEmbedder, line_batch, window_ids
-from systems.backends.mdlm.length import LengthFirst
+from systems.backends.mdlm.length import EosSuffix, LengthFirst
 from systems.backends.mdlm.model import Conditioned, MaskedDiffusionTransformer, ModelConfig
 from systems.backends.mdlm.tokenizer import SPECIALS, BPETokenizer
 from systems.backends.mdlm.train import Prepared, TrainConfig, prepare, prompt_ids, record_text, train_model
@@ -166,6 +166,11 @@ class MDLMParams(BaseModel):
         False,
         description="Draw each record's length from the model's EOS probabilities first (length.py); "
         "a departure from LLaDA's sampler, off by default",
+    )
+    eos_suffix: bool = Field(
+        False,
+        description="EOS only as the response's suffix, as in training: none left of committed content, "
+        "only EOS right of a committed one (length.EosSuffix); a departure from LLaDA's sampler, off by default",
     )
     gen_batch_size: int = Field(16, ge=1, description="Rows per sampler batch (transport only)")
     threads: int | None = Field(None, ge=1, description="torch threads for this backend (and its training)")
@@ -395,7 +400,8 @@ class EmbeddedMDLMBackend(SchemaConstrained):
 
     # ------------------------------------------------------------------ TextBackend
     def identity(self) -> JSON:
-        extra = {"length_first": True} if self.params.length_first else {}  # old identities unchanged
+        # the decoding departures enter only when set, so older identities (and cell hashes) are unchanged
+        extra = {k: True for k in ("length_first", "eos_suffix") if getattr(self.params, k)}
         return {
             **extra,
             "kind": self.kind,
@@ -505,6 +511,12 @@ class EmbeddedMDLMBackend(SchemaConstrained):
         attn = torch.cat([pmask, torch.ones((b, cfg.gen_length), dtype=torch.bool)], dim=1)
         model = self._conditioned(texts)
         chooser = None if schema is None else self.schema_chooser(schema, p)
+        hook = self._natural_hook(p)
+        if self.params.eos_suffix:
+            hook = EosSuffix(p, self.tok.eos_id, self.tok.mask_id, hook)
+        if self.params.length_first:
+            shortest = 0 if chooser is None else chooser.auto.shortest
+            hook = LengthFirst(p, self.tok.eos_id, self.tok.mask_id, hook, seeds, min_length=shortest)
         res = denoise(
             model,
             canvas,
@@ -513,18 +525,7 @@ class EmbeddedMDLMBackend(SchemaConstrained):
             cfg,
             seeds,
             attention_mask=attn,
-            logits_hook=(
-                LengthFirst(
-                    p,
-                    self.tok.eos_id,
-                    self.tok.mask_id,
-                    self._natural_hook(p),
-                    seeds,
-                    min_length=0 if chooser is None else chooser.auto.shortest,
-                )
-                if self.params.length_first
-                else self._natural_hook(p)
-            ),
+            logits_hook=hook,
             cached_model=model if cfg.prefix_cache else None,
             choose_x0=chooser,
         )
