@@ -43,12 +43,12 @@ def _samples(cell: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (cell / "samples.jsonl").read_text().splitlines() if line]
 
 
-def final_joint_pools(cell: Path) -> list[list[str]]:
-    """The field lists of the joint pools in a cell's final prompt; [] for a cell without one (or
-    without a `final` event: plain `llada`, whose pools are fixed params, not kept by a search)."""
+def final_joint_pools(cell: Path) -> list[list[str]] | None:
+    """The field lists of the joint pools in a cell's final prompt ([] when it kept none); None for a
+    cell without a `final` event (plain `llada`, whose pools are fixed params, not kept by a search)."""
     finals = _events(cell, "final")
     if not finals:
-        return []
+        return None
     pools = (finals[-1].get("prompt_params") or {}).get("joint_pools") or []
     return [list(p["fields"]) for p in pools]
 
@@ -58,7 +58,8 @@ def kept_pool_cells(runs: Runs) -> list[dict[str, Any]]:
     record shares (`tsr`, each failing check, not parsed, schema-invalid)."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for (system, task, _seed), cell in sorted(finished_cells(runs).items()):
-        if not _events(cell, "final"):
+        pools = final_joint_pools(cell)  # one read of the trace per cell
+        if pools is None:
             continue
         row = rows.setdefault(
             (system, task),
@@ -75,7 +76,7 @@ def kept_pool_cells(runs: Runs) -> list[dict[str, Any]]:
             },
         )
         row["cells"] += 1
-        if not final_joint_pools(cell):
+        if not pools:
             continue
         row["kept"] += 1
         for s in _samples(cell):
@@ -143,8 +144,10 @@ def run_references(runs: Runs) -> dict[str, list[dict[str, Any]]]:
 
 
 def render_markdown(kept: list[dict[str, Any]], copied: list[dict[str, Any]], fields: Sequence[str]) -> str:
+    # commonest failure first, ties by name (a set's order changes from process to process)
     checks = sorted(
-        {c for r in kept for c in r["failing"]}, key=lambda c: -max(r["failing"].get(c) or 0 for r in kept)
+        {c for r in kept for c in r["failing"]},
+        key=lambda c: (-max(r["failing"].get(c) or 0 for r in kept), c),
     )
     lines = [
         "## Cells whose final prompt kept a joint pool (shares of those cells' records)",

@@ -114,7 +114,6 @@ class EosSuffix:
         only_eos = pos[None, :] > first_eos[:, None]
         tail = logits[:, p:]
         tail[..., self.eos_id] = tail[..., self.eos_id].masked_fill(no_eos, -torch.inf)
-        keep = tail[..., self.eos_id].clone()
         tail.masked_fill_(only_eos[..., None], -torch.inf)
-        tail[..., self.eos_id] = torch.where(only_eos, torch.zeros_like(keep), keep)
+        tail[..., self.eos_id] = tail[..., self.eos_id].masked_fill(only_eos, 0.0)
         return logits
