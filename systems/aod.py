@@ -18,10 +18,10 @@ from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bench.types import GenerationResult, RunContext, TaskSpec, Usage
-from systems.optimizers.acceptance import AOD_MIN_GAIN
+from systems.optimizers.acceptance import AOD_MIN_GAIN, AOD_SECOND_ALPHA
 from systems.optimizers.base import (
     Agent,
     Budget,
@@ -100,6 +100,15 @@ class AoDParams(OptimizerParams):
         ge=0,
         description="least paired reward gain an accepted edit must show (null-calibrated)",
     )
+    second_alpha: float = Field(
+        AOD_SECOND_ALPHA,
+        ge=0,
+        lt=1,
+        description="the part of alpha spent on a second look: a candidate the first look nearly kept is "
+        "evaluated again with the incumbent on a second fresh batch and the pooled pairs are tested at "
+        "this level, the first look at alpha minus it (0: one look, the rule before 2026-12-05's last "
+        "change; acceptance.AOD_SECOND_ALPHA)",
+    )
     edit_mode: Literal["agent", "noop-note", "noop-resample"] = Field(
         "agent", description="who writes edits (noop-*: do-nothing edits, to measure false acceptance)"
     )
@@ -141,6 +150,15 @@ class AoDParams(OptimizerParams):
         if v is not None:
             check_prior(v, EDIT_KINDS)
         return v
+
+    @model_validator(mode="after")
+    def _second_look_within_alpha(self) -> AoDParams:
+        if self.second_alpha >= self.alpha:
+            raise ValueError(
+                f"second_alpha ({self.second_alpha}) must be below alpha ({self.alpha}): the two looks "
+                "share alpha (0 turns the second look off)"
+            )
+        return self
 
 
 class EvolutionParams(OptimizerParams):
@@ -243,6 +261,7 @@ class AoDSystem(PromptOptimizationSystem):
                 acceptance=p.acceptance,
                 alpha=p.alpha,
                 min_gain=p.min_gain,
+                second_alpha=p.second_alpha,
                 edit_mode=p.edit_mode,
                 bounds=replace(
                     EditBounds(),

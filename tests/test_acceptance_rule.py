@@ -134,3 +134,77 @@ def test_rule_needs_both_the_test_and_the_margin() -> None:
     assert not AcceptanceRule(test="greater").decide(None, 0.0)
     with pytest.raises(ValueError):
         paired_swap_test([1.0], [1.0, 2.0], mean_difference)
+
+
+def two_looks(rule: AcceptanceRule, rng: random.Random, draw, t: int) -> tuple[bool, bool]:  # noqa: ANN001
+    """(kept, had a second look) for one candidate under the two-look rule, as AoD's loop runs it: the
+    first batch of 4 pairs, then, when `second_look` allows, a second fresh batch and all 8 pairs."""
+    cand, inc = draw(rng, 4)
+    test = paired_swap_test(cand, inc, mean_difference, seed=t)
+    u = rng.random()
+    if rule.decide(test, test.observed, u):
+        return True, False
+    if not rule.second_look(test, test.observed, u):
+        return False, False
+    more_cand, more_inc = draw(rng, 4)
+    pooled = paired_swap_test(cand + more_cand, inc + more_inc, mean_difference, seed=t)
+    assert pooled.patterns == 256 and pooled.exact
+    return rule.decide_pooled(pooled, pooled.observed, rng.random()), True
+
+
+def test_two_looks_keep_a_null_edit_at_most_alpha_of_the_time() -> None:
+    """The union bound of acceptance.AOD_SECOND_ALPHA: first look at 0.07, pooled look at 0.03; under
+    the exact null each randomized p is uniform, so the edit is kept at most 0.1 of the time."""
+    rule = AcceptanceRule(alpha=0.1, second_alpha=0.03)
+    assert rule.first_alpha == pytest.approx(0.07)
+    trials = 4000
+    rng = random.Random(11)
+    outcomes = [two_looks(rule, rng, null_gaussian, t) for t in range(trials)]
+    kept = sum(k for k, _ in outcomes) / trials
+    looks = sum(s for _, s in outcomes) / trials
+    assert kept <= binomial_upper(0.1, trials)
+    # the first look alone keeps 0.07; the second adds at most 0.03 on top
+    assert kept >= 0.07 - 4 * math.sqrt(0.07 * 0.93 / trials)
+    # a second look needs p <= 0.25 and D > 0 (the margin is 0 here): about a quarter of null rounds,
+    # less the 0.07 the first look kept
+    assert within(looks, 0.25 - 0.07, trials)
+
+
+def test_a_second_look_keeps_more_of_the_edits_that_break_a_record_now_and_then() -> None:
+    """The refusal seen in AoD's traces: an edit that fixes most records and breaks one in five (an
+    unparsed record). A batch with one broken record is second best of 16 re-pairings or worse. Two
+    looks keep such an edit more often than one look at the same total level."""
+
+    def fixes_most(rng: random.Random, b: int) -> tuple[list[float], list[float]]:
+        inc = [rng.gauss(0, 0.1) for _ in range(b)]
+        return [x + (1.0 if rng.random() < 0.8 else -1.0) + rng.gauss(0, 0.1) for x in inc], inc
+
+    trials = 3000
+    one = AcceptanceRule(alpha=0.1)
+    two = AcceptanceRule(alpha=0.1, second_alpha=0.03)
+    rng_one, rng_two = random.Random(3), random.Random(3)
+    kept_one = sum(two_looks(one, rng_one, fixes_most, t)[0] for t in range(trials)) / trials
+    kept_two = sum(two_looks(two, rng_two, fixes_most, t)[0] for t in range(trials)) / trials
+    assert kept_two > kept_one + 4 * math.sqrt(0.25 / trials)
+
+
+def test_the_second_look_is_off_at_zero_and_refuses_what_misses_the_gate_or_the_margin() -> None:
+    second_best = paired_swap_test([1.0, 1.0, 1.0, -0.5], [0.0] * 4, mean_difference)  # p 2/16
+    rule = AcceptanceRule(alpha=0.1, min_gain=0.03, second_alpha=0.03)
+    assert not rule.decide(second_best, second_best.observed, 0.2)  # (1 + 0.2) / 16 = 0.075 > 0.07
+    assert rule.second_look(second_best, second_best.observed, 0.2)
+    assert not rule.second_look(second_best, 0.01, 0.2)  # the margin
+    worse = paired_swap_test([1.0, 1.0, -0.2, -0.3], [0.0] * 4, mean_difference)  # p 4/16 at u = 1
+    assert worse.p_value == pytest.approx(4 / 16)
+    assert rule.second_look(worse, worse.observed, 0.5) and not AcceptanceRule(
+        alpha=0.1, second_alpha=0.03, gate=0.2
+    ).second_look(worse, worse.observed, 0.5)
+    assert not AcceptanceRule(alpha=0.1).second_look(second_best, second_best.observed, 0.2)
+    # with no second look the rule is the one-look rule, decision for decision
+    one, none = AcceptanceRule(alpha=0.1), AcceptanceRule(alpha=0.1, second_alpha=0.0)
+    for u in (0.0, 0.3, 0.6, 0.61, 0.99):
+        assert one.decide(second_best, second_best.observed, u) == none.decide(
+            second_best, second_best.observed, u
+        )
+    with pytest.raises(ValueError, match="second_alpha"):
+        AcceptanceRule(alpha=0.1, second_alpha=0.1)

@@ -27,7 +27,7 @@ from bench.context import BenchContext  # noqa: E402
 from bench.profiles import apply_overrides, resolve_profile  # noqa: E402
 from bench.tasks import load_task  # noqa: E402
 from bench.types import GenerationResult, Sample, TaskSpec  # noqa: E402
-from systems.optimizers.acceptance import AOD_MIN_GAIN  # noqa: E402
+from systems.optimizers.acceptance import AOD_MIN_GAIN, AOD_SECOND_ALPHA, AOD_SECOND_LOOK_GATE  # noqa: E402
 
 pytest.importorskip("llama_cpp")
 pytest.importorskip("torch")
@@ -88,7 +88,7 @@ def runs(spec: TaskSpec, root: Path) -> dict[str, GenerationResult]:
         "aod-realized": AoDSystem({**AOD, "policy_reward": "realized", "budget": 16}).generate(
             spec, N, 0, context(root, "a")
         ),
-        "aod-prior": AoDNoRLSystem({**AOD, "policy_prior": PRIOR, "budget": 16}).generate(
+        "aod-prior": AoDNoRLSystem({**AOD, "policy_prior": PRIOR, "budget": 16, "second_alpha": 0}).generate(
             spec, N, 0, context(root, "a")
         ),
         "aod-noop": AoDSystem({**AOD, "edit_mode": "noop-resample", "budget": 16}).generate(
@@ -228,23 +228,72 @@ def test_judge_reads_real_records_and_answers_the_same_twice(tmp_path: Path) -> 
     assert [v.replies for v in first] == [v.replies for v in second]
 
 
+def by_round(result: GenerationResult) -> dict[int, dict[str, dict]]:
+    """Each round's iteration events by role (incumbent, candidate and the second look's two)."""
+    rounds: dict[int, dict[str, dict]] = {}
+    for e in iteration_events(result):
+        assert e["role"] not in rounds.setdefault(e["round"], {})
+        rounds[e["round"]][e["role"]] = e
+    return rounds
+
+
 def test_candidates_are_kept_only_by_the_paired_test_on_the_incumbents_fresh_batch(runs: dict) -> None:
+    first_alpha = 0.1 - AOD_SECOND_ALPHA
     for name in ("aod", "aod-norl", "aod-noop"):
-        events = iteration_events(runs[name])
-        for inc, cand in zip(events, events[1:], strict=False):
-            if cand["role"] != "candidate":
+        for events in by_round(runs[name]).values():
+            if "candidate" not in events:
                 continue
-            assert inc["role"] == "incumbent" and inc["round"] == cand["round"]
-            # the statistic is the difference of the two batch rewards the assessments computed
-            assert cand["paired_difference"] == pytest.approx(cand["reward"] - inc["reward"], abs=1e-9)
+            inc, cand = events["incumbent"], events["candidate"]
             assert cand["parent_reward"] == inc["reward"]
-            assert cand["p_value"] >= 1 / 16 and cand["swap_patterns"] == 16
+            first = cand.get("first_look") or cand
+            # the statistic is the difference of the two batch rewards the assessments computed
+            assert first["paired_difference"] == pytest.approx(cand["reward"] - inc["reward"], abs=1e-9)
+            assert first["p_value"] >= 1 / 16 and first["p_randomized"] <= first["p_value"]
             assert cand["p_randomized"] <= cand["p_value"]
-            # the test and the default margin (systems/optimizers/acceptance.py)
-            passed = cand["p_randomized"] <= 0.1 and cand["paired_difference"] > AOD_MIN_GAIN
+            if "first_look" not in cand:  # one look: the test at alpha less the second look's share
+                assert cand["swap_patterns"] == 16 and "incumbent_second_look" not in events
+                passed = cand["p_randomized"] <= first_alpha and cand["paired_difference"] > AOD_MIN_GAIN
+            else:  # refused by the first look but within the gate: 8 pairs at the second look's level
+                assert first["p_randomized"] > first_alpha and first["p_randomized"] <= AOD_SECOND_LOOK_GATE
+                assert {"incumbent_second_look", "candidate_second_look"} <= set(events)
+                assert cand["swap_patterns"] == 256
+                passed = cand["p_randomized"] <= AOD_SECOND_ALPHA and cand["paired_difference"] > AOD_MIN_GAIN
             assert cand["accepted"] == passed
-    rounds = [e["round"] for e in iteration_events(runs["aod"])]
-    assert rounds == sorted(rounds) and len(set(rounds)) == len(rounds) - 1  # a fresh seed each round
+    rounds = [e["round"] for e in iteration_events(runs["aod"]) if e["role"] == "incumbent"]
+    assert rounds == sorted(rounds) and len(set(rounds)) == len(rounds)  # a fresh seed each round
+
+
+def test_a_second_look_draws_a_fresh_batch_for_both_and_tests_all_pairs(spec: TaskSpec, root: Path) -> None:
+    """The two-look rule on the real loop, with every refused candidate sent to the second look (a
+    first look at level 1e-4, no margin, gate 1): the second look's two batches share a seed of their
+    own, the pooled test has 256 patterns and decides, and the budget is spent exactly."""
+    from systems.optimizers.aod import AoDConfig, AoDOptimizer
+    from systems.optimizers.base import Budget, DiffusionPromptGenerator
+
+    cfg = AoDConfig(
+        judge_limit=1,
+        schema_questions=False,
+        with_similarity=False,
+        with_perplexity=False,
+        edit_mode="noop-resample",
+        min_gain=-10.0,
+        second_alpha=0.0999,
+        second_gate=1.0,
+    )
+    budget = Budget(24, 4)
+    result = AoDOptimizer(cfg).optimize(DiffusionPromptGenerator({}), spec, 0, context(root, "a"), budget)
+    rounds = by_round(result)
+    first = rounds[1]
+    assert set(first) == {"incumbent", "candidate", "incumbent_second_look", "candidate_second_look"}
+    cand, again = first["candidate"], first["incumbent_second_look"]
+    assert cand["first_look"]["p_randomized"] > 1e-4 and cand["swap_patterns"] == 256
+    assert cand["accepted"] == (cand["p_randomized"] <= 0.0999)
+    # the second look re-evaluates the incumbent's prompt (on the look's own seed)
+    assert again["prompt"] == first["incumbent"]["prompt"]
+    assert again["generator_calls"] == 12 and first["candidate_second_look"]["generator_calls"] == 16
+    # rounds 1 (four batches) and 2 (two): the budget of six evaluations, spent exactly
+    assert set(rounds) == {1, 2} and "incumbent_second_look" not in rounds[2]
+    assert max(e["generator_calls"] for e in iteration_events(result)) == budget.generator_calls
 
 
 def test_aod_norl_never_moves_its_policy_and_noop_changes_no_prompt(runs: dict) -> None:

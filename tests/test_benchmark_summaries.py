@@ -8,7 +8,7 @@ import math
 import pytest
 from scipy.optimize import brentq
 
-from benchmarks.aod.false_acceptance import summarize, wilson
+from benchmarks.aod.false_acceptance import accepted_plain, summarize, wilson
 from benchmarks.diffusion.new_values import run_values, split_values, string_fields
 from benchmarks.diffusion.steering import _means
 
@@ -51,6 +51,26 @@ def test_summary_counts_kept_edits_per_mode_with_the_margin_in_the_rows() -> Non
     assert out["rate"] == 0.25 and out["rate_ci95"] == pytest.approx(wilson_by_root(1, 4))
     assert out["min_p"] == 0.0625
     assert math.isnan(summarize({"x": []}, seeds=1)["x"]["rate"])
+
+
+def test_the_plain_p_value_counterfactual_reads_each_look_at_its_own_level() -> None:
+    """One look: plain p at alpha - second_alpha (0.07); a trial with a second look: its first look at
+    0.07 or its pooled look at 0.03, each with the margin."""
+    one = {"p_value": 0.0625, "paired_difference": 0.05}
+    assert accepted_plain(one, 0.1, 0.03, 0.03) and not accepted_plain(
+        {**one, "p_value": 0.125}, 0.1, 0.03, 0.03
+    )
+    # a p-value between the two levels: kept by the one-look rule (0.1), not by the first of two looks
+    assert accepted_plain({**one, "p_value": 0.09}, 0.1, 0.0, 0.03)
+    assert not accepted_plain({**one, "p_value": 0.09}, 0.1, 0.03, 0.03)
+    pooled = {
+        "p_value": 0.02,
+        "paired_difference": 0.04,
+        "first_look": {"p_value": 0.125, "paired_difference": 0.2},
+    }
+    assert accepted_plain(pooled, 0.1, 0.03, 0.03)
+    assert not accepted_plain({**pooled, "p_value": 0.04}, 0.1, 0.03, 0.03)
+    assert not accepted_plain({**pooled, "paired_difference": 0.01}, 0.1, 0.03, 0.03)  # the margin
 
 
 def test_steering_means_report_the_headroom_the_plain_rate_leaves() -> None:

@@ -5,13 +5,14 @@ The loop runs with its edit source replaced by do-nothing edits (`edit_mode`):
     exact null (truth known: the two prompts are the same);
   * `noop-note`: the candidate adds a note that asks for nothing ("This line is only a separator."),
     paired with the incumbent on the same fresh seed: the do-nothing note of issue 10.
-Every round is one trial. Reported per mode: trials, accepted by the swap test (the rule in use: the
+Every round is one trial; a round whose candidate got a second look (acceptance.AOD_SECOND_ALPHA) is
+one trial decided by the pooled test. Reported per mode: trials, accepted by the swap test (the rule in use: the
 randomized p-value), accepted by its plain p-value (`swap-conservative`, from the same trials), and
 accepted by the plain rule "paired reward is higher" (what a test-free loop would keep), with Wilson 95%
 intervals. Everything else is the real thing: embedded DLM generator, SmolLM2 judge, MiniLM similarity.
 
 Usage: python -m benchmarks.aod.false_acceptance [--task multiwoz/train] [--seeds 10] [--budget 32]
-         [--judge-limit 1] [--dlm-params '{"train_steps": 1800, "threshold": 0.9}']
+         [--judge-limit 1] [--dlm-params '{"train_steps": 1800, "threshold": 0.9}'] [--second-alpha A]
          [--modes noop-resample,noop-note] [--jsonl OUT] [--cache-dir DIR]
 """
 
@@ -50,13 +51,17 @@ def run(
     judge_limit: int = 1,
     seed_start: int = 0,
     dlm_params: dict | None = None,
+    second_alpha: float | None = None,
 ) -> dict:
     from bench.cache import CallCache
     from bench.context import BenchContext
     from bench.profiles import apply_overrides, resolve_profile
     from bench.tasks import load_task
+    from systems.optimizers.acceptance import AOD_SECOND_ALPHA
     from systems.optimizers.aod import AoDConfig, AoDOptimizer
     from systems.optimizers.base import Budget, DiffusionPromptGenerator
+
+    second_alpha = AOD_SECOND_ALPHA if second_alpha is None else second_alpha
 
     spec = load_task(task, n_references=64, n_holdout=32)
     profile = resolve_profile("embedded")
@@ -71,12 +76,18 @@ def run(
             seed_start, seed_start + seeds
         ):  # seeds outside, modes inside: a cut-short run stays balanced
             for mode in modes:
-                cfg = AoDConfig(judge_limit=judge_limit, with_perplexity=False, edit_mode=mode)  # type: ignore[arg-type]
+                cfg = AoDConfig(
+                    judge_limit=judge_limit,
+                    with_perplexity=False,
+                    edit_mode=mode,  # type: ignore[arg-type]
+                    second_alpha=second_alpha,
+                )
                 trials = trials_by_mode[mode]
                 t0 = time.perf_counter()
                 result = AoDOptimizer(cfg).optimize(generator, spec, seed, ctx, Budget(budget, batch))
                 for e in result.trace:
                     if e.get("role") == "candidate":
+                        first = e.get("first_look")
                         row = {
                             "mode": mode,
                             "seed": seed,
@@ -85,9 +96,11 @@ def run(
                             "p_value": e["p_value"],
                             "p_randomized": e.get("p_randomized"),
                             "accepted": e["accepted"],
-                            # what the plain p-value (`swap-conservative`) would have kept
-                            "accepted_plain": e["p_value"] <= cfg.alpha
-                            and e["paired_difference"] > cfg.min_gain,
+                            # what the plain p-value (`swap-conservative`) would have kept, at each look
+                            "accepted_plain": accepted_plain(e, cfg.alpha, cfg.second_alpha, cfg.min_gain),
+                            "second_look": first is not None,
+                            "first_look": first,
+                            "second_alpha": cfg.second_alpha,
                             "min_gain": cfg.min_gain,
                             "dlm_params": dlm_params or {},
                             "greater": e["greater"],
@@ -97,6 +110,18 @@ def run(
                 fh.flush()
                 print(f"{mode} seed {seed}: {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
     return summarize(trials_by_mode, seeds)
+
+
+def accepted_plain(event: dict, alpha: float, second_alpha: float, min_gain: float) -> bool:
+    """Whether the plain p-value (`swap-conservative`) would have kept a trial's candidate: at the first
+    look at alpha - second_alpha, or, where the trial had a second look, at the pooled look at
+    second_alpha (the gate is read off the randomized p, as the loop did)."""
+    first = event.get("first_look")
+    if first is None:
+        return event["p_value"] <= alpha - second_alpha and event["paired_difference"] > min_gain
+    return (first["p_value"] <= alpha - second_alpha and first["paired_difference"] > min_gain) or (
+        event["p_value"] <= second_alpha and event["paired_difference"] > min_gain
+    )
 
 
 def summarize(trials_by_mode: dict[str, list[dict]], seeds: int) -> dict:
@@ -113,6 +138,7 @@ def summarize(trials_by_mode: dict[str, list[dict]], seeds: int) -> dict:
             "rate": acc / n if n else math.nan,
             "rate_ci95": wilson(acc, n),
             "accepted_plain": sum(bool(t.get("accepted_plain")) for t in trials),
+            "second_looks": sum(bool(t.get("second_look")) for t in trials),
             "greater": gre,
             "greater_rate": gre / n if n else math.nan,
             "greater_ci95": wilson(gre, n),
@@ -137,6 +163,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--summarize", default="", help="only summarize this saved JSONL")
     ap.add_argument("--dlm-params", default="", help="MDLMParams JSON for the DLM (default: the catalog's)")
+    ap.add_argument(
+        "--second-alpha",
+        type=float,
+        default=None,
+        help="level of the second look (default: AoD's, acceptance.AOD_SECOND_ALPHA; 0: one look)",
+    )
     a = ap.parse_args(argv)
     if a.summarize:
         rows = [json.loads(x) for x in Path(a.summarize).read_text().splitlines() if x.strip()]
@@ -156,6 +188,7 @@ def main(argv: list[str] | None = None) -> None:
         a.judge_limit,
         a.seed_start,
         json.loads(a.dlm_params) if a.dlm_params else None,
+        a.second_alpha,
     )
     print(json.dumps(summary, indent=2))
 

@@ -17,11 +17,14 @@ One round (the paper's outer loop, on the incumbent prompt):
 4. the candidate prompt is evaluated on the same fresh seed and sample indices, and assessed;
 5. the candidate replaces the incumbent only if a paired swap test says it is better beyond chance
    and the paired gain exceeds `min_gain` (systems.optimizers.acceptance: the randomized test keeps an
-   exact null with probability alpha; the margin, AOD_MIN_GAIN, refuses a do-nothing note's small gains);
+   exact null with probability alpha; the margin, AOD_MIN_GAIN, refuses a do-nothing note's small gains).
+   A candidate the test nearly kept gets a second look: the incumbent and the candidate on a second
+   fresh batch, all pairs tested together, alpha shared between the looks (AOD_SECOND_ALPHA);
 6. the policy takes a clipped REINFORCE step on the paired reward difference.
 
-A round costs two batches. A budget with an odd number of evaluations spends the last one on a final
-fresh check of the incumbent, so every optimizer spends exactly the same generator budget.
+A round costs two batches, four with a second look. A budget with an odd number of evaluations spends
+the last one on a final fresh check of the incumbent, so every optimizer spends exactly the same
+generator budget.
 
 Feedback modes: `verbal` (the paper's AoD: the agent sees only sentences), `scalar` (ablation: the agent
 sees only the reward number). `static` (ablation, no search) returns the agent's first proposal
@@ -37,7 +40,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 from bench.types import JSON, RunContext, Sample, TaskSpec, Usage
-from systems.optimizers.acceptance import AOD_MIN_GAIN, AcceptanceRule, SwapTest, paired_swap_test
+from systems.optimizers.acceptance import (
+    AOD_MIN_GAIN,
+    AOD_SECOND_ALPHA,
+    AOD_SECOND_LOOK_GATE,
+    AcceptanceRule,
+    SwapTest,
+    paired_swap_test,
+)
 from systems.optimizers.base import (
     Agent,
     Budget,
@@ -127,6 +137,8 @@ class AoDConfig:
     acceptance: Literal["swap", "swap-conservative", "greater"] = "swap"
     alpha: float = 0.1
     min_gain: float = AOD_MIN_GAIN
+    second_alpha: float = AOD_SECOND_ALPHA  # a second look at a nearly kept candidate (0: one look)
+    second_gate: float = AOD_SECOND_LOOK_GATE  # first-look p-value at most this earns the second look
     edit_mode: Literal["agent", "noop-note", "noop-resample"] = "agent"
     bounds: EditBounds = field(default_factory=EditBounds)
 
@@ -363,7 +375,7 @@ class AoDOptimizer:
             epochs=cfg.policy_epochs,
             prior=dict(cfg.policy_prior) if cfg.policy_prior else None,
         )
-        rule = AcceptanceRule(cfg.acceptance, cfg.alpha, cfg.min_gain)
+        rule = AcceptanceRule(cfg.acceptance, cfg.alpha, cfg.min_gain, cfg.second_alpha, cfg.second_gate)
         paired = PairedReward(view, ctx, cfg.with_similarity)
         rng = derived_rng(seed, "aod-policy")
         trace: list[JSON] = [
@@ -377,7 +389,13 @@ class AoDOptimizer:
                 "policy_reward": cfg.policy_reward,
                 "policy_prior": dict(cfg.policy_prior) if cfg.policy_prior else None,
                 "edit_mode": cfg.edit_mode,
-                "acceptance": {"test": cfg.acceptance, "alpha": cfg.alpha, "min_gain": cfg.min_gain},
+                "acceptance": {
+                    "test": cfg.acceptance,
+                    "alpha": cfg.alpha,
+                    "min_gain": cfg.min_gain,
+                    "second_alpha": cfg.second_alpha,
+                    "second_gate": rule.gate,
+                },
                 "bounds": asdict(cfg.bounds),
                 "questions": judge.questions,
                 "validation_records": len(view.holdout),
@@ -435,9 +453,58 @@ class AoDOptimizer:
                 derived_seed(round_seed, "resample") if cfg.edit_mode == "noop-resample" else round_seed
             )
             assessed = evaluate(child, child_seed, current)
-            test = self.paired_test(paired, assessed, current, round_seed)
+            candidate_index = n_eval
+            n_eval += 1
+            test = self.paired_test(paired, [assessed], [current], round_seed)
             u = derived_rng(round_seed, "acceptance-u").random()
             accepted = rule.decide(test, test.observed, u)
+            looks: JSON = {}
+            if not accepted and rule.second_look(test, test.observed, u) and meter.remaining_evaluations >= 2:
+                # the first look nearly kept it: the incumbent and the candidate on a second fresh
+                # batch, and all pairs of both batches tested together (acceptance.AOD_SECOND_ALPHA)
+                look_seed = derived_seed(round_seed, "second-look")
+                again = evaluate(current.prompt, look_seed, None)
+                trace.append(
+                    self._event(
+                        n_eval,
+                        round_index,
+                        "incumbent_second_look",
+                        again,
+                        meter,
+                        {"edit_source": "incumbent"},
+                    )
+                )
+                n_eval += 1
+                again_child = evaluate(
+                    child,
+                    derived_seed(look_seed, "resample") if cfg.edit_mode == "noop-resample" else look_seed,
+                    again,
+                )
+                trace.append(
+                    self._event(
+                        n_eval,
+                        round_index,
+                        "candidate_second_look",
+                        again_child,
+                        meter,
+                        {"edit_source": info.get("edit_source")},
+                        edit,
+                        None,
+                        None,
+                        again,
+                    )
+                )
+                n_eval += 1
+                looks = {
+                    "first_look": {
+                        "paired_difference": test.observed,
+                        "p_value": test.p_value,
+                        "p_randomized": test.randomized_p(u),
+                    }
+                }
+                test = self.paired_test(paired, [assessed, again_child], [current, again], look_seed)
+                u = derived_rng(look_seed, "acceptance-u").random()
+                accepted = rule.decide_pooled(test, test.observed, u)
             if cfg.policy_frozen:
                 update: JSON = {"kind": kind, "frozen": True, "probs": policy.probs(allowed)}
             else:
@@ -455,14 +522,23 @@ class AoDOptimizer:
                     "p_randomized": test.randomized_p(u),
                     "swap_patterns": test.patterns,
                     "greater": test.observed > 0,
+                    **looks,
                 }
             )
             trace.append(
                 self._event(
-                    n_eval, round_index, "candidate", assessed, meter, info, edit, accepted, update, current
+                    candidate_index,
+                    round_index,
+                    "candidate",
+                    assessed,
+                    meter,
+                    info,
+                    edit,
+                    accepted,
+                    update,
+                    current,
                 )
             )
-            n_eval += 1
             best_reward = current.reward
             if accepted:
                 incumbent = child
@@ -479,10 +555,12 @@ class AoDOptimizer:
 
     @staticmethod
     def paired_test(
-        paired: PairedReward, candidate: Assessment, incumbent: Assessment, seed: int
+        paired: PairedReward, candidate: list[Assessment], incumbent: list[Assessment], seed: int
     ) -> SwapTest:
-        a = paired.members(candidate.samples, candidate.verdicts)
-        b = paired.members(incumbent.samples, incumbent.verdicts)
+        """The swap test over the pairs of one or more batch pairs (candidate[i] against incumbent[i],
+        sample by sample; a second look pools both rounds' pairs into one batch per side)."""
+        a = [m for c in candidate for m in paired.members(c.samples, c.verdicts)]
+        b = [m for i in incumbent for m in paired.members(i.samples, i.verdicts)]
         return paired_swap_test(a, b, paired.difference, seed=seed)
 
     @staticmethod
