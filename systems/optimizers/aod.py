@@ -406,6 +406,11 @@ class AoDOptimizer:
         history: list[str] = []
         n_eval = 0
 
+        def candidate_seed(eval_seed: int) -> int:
+            """The candidate's seed on a look: the incumbent's (paired), or under `noop-resample` the same
+            prompt on independent noise, the exact null of the test."""
+            return derived_seed(eval_seed, "resample") if cfg.edit_mode == "noop-resample" else eval_seed
+
         def evaluate(prompt: DiffusionPrompt, eval_seed: int, previous: Assessment | None) -> Assessment:
             return self.assess(
                 prompt, meter.evaluate(prompt, eval_seed), view, judge, evaluator, ctx, previous
@@ -448,11 +453,7 @@ class AoDOptimizer:
             kind, p_old = policy.sample(rng, allowed)
             edit, info = self.propose(kind, spec, current, history, agent, rng, original)
             child = apply_edit(current.prompt, edit) if edit else current.prompt
-            # noop-resample: the same prompt on independent noise, the exact null of the test
-            child_seed = (
-                derived_seed(round_seed, "resample") if cfg.edit_mode == "noop-resample" else round_seed
-            )
-            assessed = evaluate(child, child_seed, current)
+            assessed = evaluate(child, candidate_seed(round_seed), current)
             candidate_index = n_eval
             n_eval += 1
             test = self.paired_test(paired, [assessed], [current], round_seed)
@@ -475,11 +476,7 @@ class AoDOptimizer:
                     )
                 )
                 n_eval += 1
-                again_child = evaluate(
-                    child,
-                    derived_seed(look_seed, "resample") if cfg.edit_mode == "noop-resample" else look_seed,
-                    again,
-                )
+                again_child = evaluate(child, candidate_seed(look_seed), again)
                 trace.append(
                     self._event(
                         n_eval,
