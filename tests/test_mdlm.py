@@ -671,9 +671,9 @@ def test_default_training_steps_follow_record_length_and_reference_count() -> No
     )
 
     cases = [  # (task, references, expected steps)
-        ("multiwoz/train", 64, SHORT_RECORD_STEPS),  # suites/aod.yaml
+        ("multiwoz/train", 64, SHORT_RECORD_STEPS),  # suites/aod.yaml, suites/table1.yaml
         ("multiwoz/train", 63, LONG_RECORD_STEPS),  # short records, too few references
-        ("multiwoz/train", 32, LONG_RECORD_STEPS),  # suites/table1.yaml
+        ("multiwoz/train", 32, LONG_RECORD_STEPS),  # suites/dlm_few_references.yaml
         ("superni/task1192_food_flavor_profile", 10, LONG_RECORD_STEPS),  # the 10 it memorised at 1800
         ("truthfulqa", 32, LONG_RECORD_STEPS),
         ("self_instruct", 32, LONG_RECORD_STEPS),
