@@ -2,6 +2,9 @@
 
 A side may name one task: `ar[multiwoz/train].parse_rate > 0.5`; without it the value is the system's
 macro mean over tasks of the per-task mean over seeds (the paper's tables average over datasets).
+A task where a metric is undefined (no parsed record) drops out of that system's mean, so two macro
+means may cover different tasks; the result's detail then says so and gives both means over the tasks
+they share, because a claim that compares different task sets is easy to misread.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -86,6 +90,15 @@ def parse_expectation(text: str) -> Expectation:
 ValueLookup = Callable[[Ref], float]
 
 
+@runtime_checkable
+class TaskMeansLookup(Protocol):
+    """A ValueLookup that can also give a Ref's per-task means (the tasks where the metric is defined)."""
+
+    def __call__(self, ref: Ref) -> float: ...
+
+    def task_means(self, ref: Ref) -> dict[str, float]: ...
+
+
 def skip_if_left_out(
     exp: Expectation, left_out_systems: set[str], left_out_tasks: set[str]
 ) -> ExpectationResult | None:
@@ -110,4 +123,30 @@ def evaluate(exp: Expectation, lookup: ValueLookup) -> ExpectationResult:
     rv = exp.right if isinstance(exp.right, float) else lookup(exp.right)
     ok = not (math.isnan(lv) or math.isnan(rv)) and OPS[exp.op](lv, rv)
     rtxt = f"{rv:.4g}" if isinstance(exp.right, float) else f"{exp.right} = {rv:.4g}"
-    return ExpectationResult(exp.text, bool(ok), f"{exp.left} = {lv:.4g} {exp.op} {rtxt}")
+    note = _task_set_note(exp, lookup) if isinstance(lookup, TaskMeansLookup) else ""
+    return ExpectationResult(exp.text, bool(ok), f"{exp.left} = {lv:.4g} {exp.op} {rtxt}{note}")
+
+
+def _task_set_note(exp: Expectation, lookup: TaskMeansLookup) -> str:
+    """'' unless both sides are macro means over different task sets; then which tasks differ, and
+    both means over the shared tasks (informative only: the claim is still decided as written)."""
+    if not isinstance(exp.right, Ref) or exp.left.task or exp.right.task:
+        return ""
+    left, right = lookup.task_means(exp.left), lookup.task_means(exp.right)
+    if not left or not right or set(left) == set(right):
+        return ""
+    only = [
+        f"only {ref.system}: {', '.join(sorted(set(mine) - set(other)))}"
+        for ref, mine, other in ((exp.left, left, right), (exp.right, right, left))
+        if set(mine) - set(other)
+    ]
+    shared = sorted(set(left) & set(right))
+    if not shared:
+        return f" (the means cover different tasks, none shared; {'; '.join(only)})"
+    lm = sum(left[t] for t in shared) / len(shared)
+    rm = sum(right[t] for t in shared) / len(shared)
+    verdict = "holds" if OPS[exp.op](lm, rm) else "fails"
+    return (
+        f" (the means cover different tasks; {'; '.join(only)}. Over the {len(shared)} shared: "
+        f"{lm:.4g} {exp.op} {rm:.4g}, {verdict})"
+    )

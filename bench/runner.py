@@ -177,23 +177,35 @@ def default_run_dir(suite: Suite) -> Path:
     return Path("runs") / f"{safe}-{stamp}"
 
 
-def macro_lookup(cells: list[tuple[CellKey, dict[str, float]]]) -> Any:
-    """Value of a Ref: mean over seeds per task (NaN seeds ignored), then mean over tasks."""
-    per: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    for key, values in cells:
-        for m, v in values.items():
-            if v is not None and not (isinstance(v, float) and math.isnan(v)):
-                per[(key.system, key.task, m)].append(float(v))
+class MacroLookup:
+    """Value of a Ref: mean over seeds per task (NaN seeds ignored), then mean over tasks.
 
-    def lookup(ref: Ref) -> float:
-        task_means = [
-            sum(vals) / len(vals)
-            for (s, t, m), vals in per.items()
+    Also a `bench.expect.TaskMeansLookup`, so an expectation can say when two means cover different tasks.
+    """
+
+    def __init__(self, cells: list[tuple[CellKey, dict[str, float]]]):
+        per: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+        for key, values in cells:
+            for m, v in values.items():
+                if v is not None and not (isinstance(v, float) and math.isnan(v)):
+                    per[(key.system, key.task, m)].append(float(v))
+        self._per = per
+
+    def task_means(self, ref: Ref) -> dict[str, float]:
+        return {
+            t: sum(vals) / len(vals)
+            for (s, t, m), vals in self._per.items()
             if s == ref.system and m == ref.metric and (ref.task is None or t == ref.task) and vals
-        ]
-        return sum(task_means) / len(task_means) if task_means else math.nan
+        }
 
-    return lookup
+    def __call__(self, ref: Ref) -> float:
+        means = self.task_means(ref)
+        return sum(means.values()) / len(means) if means else math.nan
+
+
+def macro_lookup(cells: list[tuple[CellKey, dict[str, float]]]) -> MacroLookup:
+    """The lookup that suite expectations and `bench check` read (see MacroLookup)."""
+    return MacroLookup(cells)
 
 
 def _rescore_if_needed(store: RunStore, job: CellJob) -> CellOutcome | None:
