@@ -204,7 +204,7 @@ class MacroLookup:
 
 
 def macro_lookup(cells: list[tuple[CellKey, dict[str, float]]]) -> MacroLookup:
-    """The lookup that suite expectations and `bench check` read (see MacroLookup)."""
+    """The lookup that suite expectations read, in `bench run` and the pytest plugin (see MacroLookup)."""
     return MacroLookup(cells)
 
 
