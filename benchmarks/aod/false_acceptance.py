@@ -9,7 +9,8 @@ Every round is one trial; a round whose candidate got a second look (acceptance.
 one trial decided by the pooled test. Reported per mode: trials, accepted by the swap test (the rule in
 use: the randomized p-value), accepted by its plain p-value (`swap-conservative`, from the same
 trials), second looks, and accepted by the plain rule "paired reward is higher" (what a test-free loop
-would keep), with Wilson 95% intervals. Everything else is the real thing: embedded DLM generator, SmolLM2 judge, MiniLM similarity.
+would keep), with Wilson 95% intervals. Everything else is the real thing: embedded DLM generator,
+SmolLM2 judge, MiniLM similarity.
 
 Usage: python -m benchmarks.aod.false_acceptance [--task multiwoz/train] [--seeds 10] [--budget 32]
          [--judge-limit 1] [--dlm-params '{"train_steps": 1800, "threshold": 0.9}'] [--second-alpha A]

@@ -65,10 +65,10 @@ Why a second look: at 4 records a batch the swap test has 16 re-pairings, so an 
 records into successes and leaves one unparsed is second best of 16 (p 0.125) however large its gain.
 In the traces that is how real levers were refused: the union pool at tsr 0.75 against 0.00 (Table 1's
 embedded MultiWOZ cell, seed 0, D +0.24, p 0.125), seed 4 of "New rows" (p 0.125) and two cells of the
-prior run in "The default profile" (p 0.12-0.37; docs/systems-aod.md). A candidate that the first look does not keep but that
-beats most re-pairings is evaluated again, with the incumbent, on a second fresh batch, and the 8 pairs
-are tested together (256 re-pairings). The idea is racing (Birattari et al. 2002, F-Race): spend
-evaluations on the candidates still in contention.
+prior run in "The default profile" (p 0.12-0.37; docs/systems-aod.md). A candidate that the first
+look does not keep but that beats most re-pairings is evaluated again, with the incumbent, on a second
+fresh batch, and the 8 pairs are tested together (256 re-pairings). The idea is racing (Birattari et
+al. 2002, F-Race): spend evaluations on the candidates still in contention.
 
 Why the level still holds: the first look tests at alpha - AOD_SECOND_ALPHA and the pooled look at
 AOD_SECOND_ALPHA. Under the exact null each randomized p-value is uniform, so by the union bound the
