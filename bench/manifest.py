@@ -12,7 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import __version__
+from bench import __version__, kernels
 from bench.hashing import stable_hash
 from bench.types import JSON
 
@@ -121,6 +121,7 @@ def build_manifest(
                 "hostname": platform.node(),
                 "platform": platform.platform(),
                 "cpu_count": os.cpu_count(),
+                "kernels": kernels.provenance(),  # trained weights depend on them (bench/kernels.py)
                 "user": getpass.getuser() if hasattr(os, "getuid") else None,
             },
             "data_fingerprints": fingerprints,

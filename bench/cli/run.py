@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-cache", action="store_true", help="do not read or write the call cache")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--portable-kernels",
+        action="store_true",
+        help="torch, MKL, oneDNN and numpy kernels every x86-64 CPU with AVX2 runs alike, so trained "
+        "DLMs get the same weights on any such machine (slower; bench/kernels.py)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the resolved plan; load no model")
     p.add_argument(
         "--keep-going",
@@ -54,6 +60,10 @@ def overrides_from_args(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.portable_kernels:  # before anything loads torch; worker processes inherit the settings
+        from bench import kernels
+
+        kernels.request()
     from bench.runner import RunOptions, run_suite, summary_line
 
     overrides = overrides_from_args(args)

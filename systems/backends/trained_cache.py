@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
+from bench import kernels
 from bench.types import JSON, TaskSpec
 
 
@@ -48,8 +49,9 @@ def config_key(config: object) -> JSON:
 
     The thread count orders torch's float reductions, so it changes the weights (the embedded DLM's are
     2e-5 apart after 20 steps at 1 and 2 threads); 1, the default, keeps the keys models had before it
-    entered them."""
-    return {k: v for k, v in asdict(config).items() if not (k == "threads" and v == 1)}  # type: ignore[call-overload]
+    entered them. The kernels (bench.kernels) enter the same way: only when portable ones run."""
+    fields = {k: v for k, v in asdict(config).items() if not (k == "threads" and v == 1)}  # type: ignore[call-overload]
+    return {**fields, **kernels.key_part()}
 
 
 @contextmanager

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bench import kernels
 from bench.errors import BenchError
 from bench.types import JSON, Completion, GenerationRequest, TaskSpec
 from systems.backends.llada_sampler import (
@@ -228,8 +229,10 @@ def train_key(cfg: TrainConfig) -> JSON:
     The OPT_IN_KNOBS enter only when not at their old value, so the keys of models trained before the
     knobs existed stay valid. The torch thread count is one of them: it changes the order of float
     reductions, so the weights (measured: 2e-5 apart after 20 steps) and in the end the records of a
-    1 and a 2-thread build differ; the default, 1 thread, keeps the key it always had."""
-    return {k: v for k, v in asdict(cfg).items() if not (k in OPT_IN_KNOBS and v == OPT_IN_KNOBS[k])}
+    1 and a 2-thread build differ; the default, 1 thread, keeps the key it always had. The kernels
+    (bench.kernels) enter the same way: only when portable ones run."""
+    knobs = {k: v for k, v in asdict(cfg).items() if not (k in OPT_IN_KNOBS and v == OPT_IN_KNOBS[k])}
+    return {**knobs, **kernels.key_part()}
 
 
 def trained_threads(meta: JSON) -> int:
@@ -386,6 +389,7 @@ class EmbeddedMDLMBackend(SchemaConstrained):
                 "task": task.name,
                 "data_fingerprint": data_fingerprint(task),
                 "train_seconds": seconds,
+                "kernels": kernels.identity(),  # what trained it (bench/kernels.py); the key says portable or not
                 "log": log,
             }
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1))

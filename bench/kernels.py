@@ -1,0 +1,124 @@
+"""Portable float kernels (opt-in): the same trained weights on every x86-64 CPU with AVX2.
+
+Torch, MKL, oneDNN and numpy pick their kernels by the CPU they run on: ATen's vector loops by the
+widest ISA (AVX-512 on recent Xeons, AVX2 on AMD Zen 2/3), MKL's GEMM by vendor and ISA, oneDNN's by
+ISA, numpy's sort by ISA (which orders ties, and so sentence-transformers' length batches). Each choice
+orders float sums differently, so one config and seed trains the embedded DLM into other weights on
+each machine type, and the DLM rows of a table move with the machine (docs/reproducing.md).
+
+`pin()` caps every library at a branch all such CPUs run alike: ATen at AVX2, MKL at its COMPATIBLE
+branch (the only reproducible one it offers on non-Intel CPUs; its AVX2 branch gave another weight
+gradient on an emulated AMD EPYC), oneDNN at AVX2, numpy at its x86-64-v2 baseline. It is opt-in
+because the COMPATIBLE GEMM is slow: training takes 2.7x as long (measured in docs/reproducing.md).
+The libraries read these variables once, when they load, so `pin()` runs on the first import of
+bench, before torch, and spawned workers inherit them. A user's own setting of a variable wins; then
+the process is not portable and `key_part()` says so instead of keying a model as portable.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+JSON = dict[str, Any]
+
+PORTABLE_ENV: dict[str, str] = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_CBWR": "COMPATIBLE",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4 AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR",
+}
+"""The variables `pin()` sets; `PORTABLE_VERSION` names this set in cache keys."""
+
+PORTABLE_VERSION = "portable-1"
+SWITCH = "BENCH_PORTABLE_KERNELS"
+"""Set to 1 (or pass `bench run --portable-kernels`) to run the portable kernels."""
+
+
+def wanted() -> bool:
+    """Whether this process should run portable kernels (opt-in: BENCH_PORTABLE_KERNELS=1)."""
+    return os.environ.get(SWITCH, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def pin() -> None:
+    """Set the portable kernel variables this process has not set itself; a no-op when opted out."""
+    if wanted():
+        for name, value in PORTABLE_ENV.items():
+            os.environ.setdefault(name, value)
+
+
+def request() -> None:
+    """Ask for portable kernels in this process and every process it starts (`--portable-kernels`)."""
+    os.environ[SWITCH] = "1"
+    pin()
+
+
+def provenance() -> JSON:
+    """What a run's manifest records of the kernels, without loading torch: whether portable kernels
+    were asked for, each variable as set, and the CPU (model name and its widest vector ISA), since
+    without them the weights depend on it."""
+    return {
+        "portable": wanted(),
+        "settings": {name: os.environ.get(name) for name in PORTABLE_ENV},
+        "cpu": cpu_model(),
+    }
+
+
+def cpu_model() -> JSON:
+    """The CPU's vendor and model name and whether it has AVX2 and AVX-512 (/proc/cpuinfo's first
+    processor; the vendor string alone elsewhere)."""
+    try:
+        first = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
+    except OSError:
+        return {"model": platform.processor() or None, "avx2": None, "avx512f": None}
+    fields = {
+        k.strip(): v.strip() for k, v in (line.split(":", 1) for line in first.splitlines() if ":" in line)
+    }
+    flags = set(fields.get("flags", "").split())
+    return {
+        "vendor": fields.get("vendor_id"),
+        "model": fields.get("model name"),
+        "avx2": "avx2" in flags,
+        "avx512f": "avx512f" in flags,
+    }
+
+
+def identity() -> JSON:
+    """The kernels this process runs: the ISA ATen dispatches to and each library's setting.
+
+    ATen's capability is read from torch itself (it is fixed on first use); the others are the
+    variables the libraries read when they loaded."""
+    import torch
+
+    return {
+        "aten": torch.backends.cpu.get_cpu_capability(),
+        **{name: os.environ.get(name, "") for name in PORTABLE_ENV if name != "ATEN_CPU_CAPABILITY"},
+    }
+
+
+def portable() -> bool:
+    """Whether this process runs exactly the portable kernels (and not, say, torch loaded before `pin()`)."""
+    ident = identity()
+    return ident["aten"] == "AVX2" and all(
+        ident[name] == value for name, value in PORTABLE_ENV.items() if name != "ATEN_CPU_CAPABILITY"
+    )
+
+
+def key_part() -> JSON:
+    """What enters a trained model's cache key and identity: the portable set's name when it runs,
+    nothing otherwise (so every key from before portable kernels existed stays valid).
+
+    Raises when portable kernels were asked for but do not run (torch loaded before `pin()`, or a
+    variable set to something else by hand): such a model would be keyed portable and not be."""
+    if not wanted():
+        return {}
+    if not portable():
+        from bench.errors import BenchError
+
+        raise BenchError(
+            f"{SWITCH}=1 but this process runs other kernels ({identity()}): set it before Python "
+            "starts, or import bench before torch, so the libraries load with the portable settings"
+        )
+    return {"kernels": PORTABLE_VERSION}

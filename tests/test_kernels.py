@@ -1,0 +1,129 @@
+"""Portable kernels (bench/kernels.py): one set of weights whatever ISA the libraries could use, keys
+that say which kernels trained a model, and a clear error when they were asked for and do not run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import kernels
+from bench.errors import BenchError
+from tests.filesuite import run, two_system_suite
+from tests.tiny_dlm import TINY_DLM
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPPED_AT_AVX2 = {  # what a CPU without AVX-512 (AMD Zen 2/3, older Xeons) makes each library choose
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR",
+}
+
+
+def _has_avx512() -> bool:
+    return bool(kernels.cpu_model().get("avx512f"))
+
+
+def _train(extra_env: dict[str, str]) -> dict:
+    """Train the tiny DLM a few steps in a fresh process with `extra_env`; its weights hash and kernels."""
+    env = {k: v for k, v in os.environ.items() if k not in kernels.PORTABLE_ENV and k != kernels.SWITCH}
+    env.pop("MKL_ENABLE_INSTRUCTIONS", None)
+    env |= extra_env
+    params = json.dumps(TINY_DLM | {"train_steps": 6, "vocab_size": 400})
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.kernels.weights", "--steps", "6", "--params", params],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_portable_kernels_train_the_same_weights_whatever_isa_the_cpu_offers():
+    """The machine's own kernels against the kernels an AVX2-only CPU would get: other weights on a
+    CPU with AVX-512 (the reason for the pins); with BENCH_PORTABLE_KERNELS=1 the same bits on both."""
+    native, capped = _train({}), _train(CAPPED_AT_AVX2)
+    if _has_avx512():
+        assert native["kernels"]["aten"] == "AVX512" and capped["kernels"]["aten"] == "AVX2"
+        assert native["sha256"] != capped["sha256"]
+    on = {kernels.SWITCH: "1"}
+    portable_native, portable_capped = _train(on), _train(on | CAPPED_AT_AVX2)
+    assert portable_native["kernels"]["aten"] == "AVX2"
+    assert portable_native["kernels"]["MKL_CBWR"] == "COMPATIBLE"
+    assert portable_native["sha256"] == portable_capped["sha256"]
+    assert portable_native["sha256"] != native["sha256"]  # other kernels, other (but fixed) weights
+
+
+def test_only_portable_kernels_enter_a_cache_key(monkeypatch):
+    """Off (the default), keys are what they were before portable kernels existed; on, they say so."""
+    from systems.backends.difflm.train import DiffLMTrainConfig
+    from systems.backends.mdlm.backend import MDLMParams, train_key
+
+    monkeypatch.delenv(kernels.SWITCH, raising=False)
+    assert kernels.key_part() == {}
+    assert "kernels" not in train_key(MDLMParams(**TINY_DLM).train_config())
+    assert "kernels" not in DiffLMTrainConfig().key()
+    monkeypatch.setattr(kernels, "portable", lambda: True)  # as in a process that started pinned
+    monkeypatch.setenv(kernels.SWITCH, "1")
+    assert train_key(MDLMParams(**TINY_DLM).train_config())["kernels"] == kernels.PORTABLE_VERSION
+    assert DiffLMTrainConfig().key()["kernels"] == kernels.PORTABLE_VERSION
+
+
+def test_asking_for_portable_kernels_after_torch_chose_its_own_is_a_clear_error(monkeypatch):
+    """This test process loaded torch with the machine's kernels; setting the switch now cannot change
+    them, so a model trained here must not be keyed portable."""
+    import torch
+
+    if torch.backends.cpu.get_cpu_capability() == "AVX2" and os.environ.get("MKL_CBWR") == "COMPATIBLE":
+        pytest.skip("this process already runs the portable kernels")
+    monkeypatch.setenv(kernels.SWITCH, "1")
+    with pytest.raises(BenchError, match="BENCH_PORTABLE_KERNELS=1 but this process runs other kernels"):
+        kernels.key_part()
+
+
+def test_a_run_records_its_cpu_and_kernels(tmp_path):
+    suite, out = two_system_suite(tmp_path, seeds=1, samples=2, name="kernels"), tmp_path / "run"
+    run(suite, tmp_path, None, out=str(out))
+    recorded = json.loads((out / "manifest.json").read_text())["host"]["kernels"]
+    assert recorded["cpu"] == kernels.cpu_model() and recorded["cpu"]["model"]
+    assert set(recorded["settings"]) == set(kernels.PORTABLE_ENV)
+    assert recorded["portable"] is kernels.wanted()
+
+
+def test_pin_sets_what_is_unset_and_keeps_a_users_own_setting(monkeypatch):
+    for name in kernels.PORTABLE_ENV:  # set, then delete: monkeypatch then removes what pin() adds
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MKL_CBWR", "AUTO")
+    monkeypatch.delenv(kernels.SWITCH, raising=False)
+    kernels.pin()
+    assert "ATEN_CPU_CAPABILITY" not in os.environ  # off: nothing set
+    monkeypatch.setenv(kernels.SWITCH, "1")
+    kernels.pin()
+    assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2" and os.environ["MKL_CBWR"] == "AUTO"
+
+
+def test_a_trained_model_records_the_kernels_that_trained_it(tmp_path):
+    from types import SimpleNamespace
+
+    import torch
+
+    from bench.tasks import load_task
+    from systems.backends.mdlm.backend import EmbeddedMDLMBackend
+
+    spec = load_task("multiwoz/train", n_references=16, n_holdout=8)
+    env = SimpleNamespace(cache_dir=tmp_path, task=spec, seed=0)
+    EmbeddedMDLMBackend.from_spec({"params": TINY_DLM | {"vocab_size": 400, "train_steps": 2}}, env)
+    (meta,) = tmp_path.glob("mdlm/*/meta.json")
+    recorded = json.loads(meta.read_text())["kernels"]
+    assert recorded["aten"] == torch.backends.cpu.get_cpu_capability()
+    assert set(recorded) == {"aten", *(k for k in kernels.PORTABLE_ENV if k != "ATEN_CPU_CAPABILITY")}
