@@ -57,8 +57,8 @@ def request() -> None:
 
 def provenance() -> JSON:
     """What a run's manifest records of the kernels, without loading torch: whether portable kernels
-    were asked for, each variable as set, and the CPU (model name and its widest vector ISA), since
-    without them the weights depend on it."""
+    were asked for, each variable as set, and the CPU (vendor, model, AVX2 and AVX-512), on which the
+    weights depend without them."""
     return {
         "portable": wanted(),
         "settings": {name: os.environ.get(name) for name in PORTABLE_ENV},
@@ -68,11 +68,11 @@ def provenance() -> JSON:
 
 def cpu_model() -> JSON:
     """The CPU's vendor and model name and whether it has AVX2 and AVX-512 (/proc/cpuinfo's first
-    processor; the vendor string alone elsewhere)."""
+    processor; where there is none, Python's processor string and None for the rest)."""
     try:
         first = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
     except OSError:
-        return {"model": platform.processor() or None, "avx2": None, "avx512f": None}
+        return {"vendor": None, "model": platform.processor() or None, "avx2": None, "avx512f": None}
     fields = {
         k.strip(): v.strip() for k, v in (line.split(":", 1) for line in first.splitlines() if ":" in line)
     }
@@ -99,11 +99,23 @@ def identity() -> JSON:
 
 
 def portable() -> bool:
-    """Whether this process runs exactly the portable kernels (and not, say, torch loaded before `pin()`)."""
+    """Whether this process runs exactly the portable kernels (and not, say, torch or numpy loaded
+    before `pin()`: ATen reports its ISA, numpy the features it dispatches to)."""
     ident = identity()
-    return ident["aten"] == "AVX2" and all(
-        ident[name] == value for name, value in PORTABLE_ENV.items() if name != "ATEN_CPU_CAPABILITY"
+    return (
+        ident["aten"] == "AVX2"
+        and not _numpy_dispatches_above_baseline()
+        and all(ident[name] == value for name, value in PORTABLE_ENV.items() if name != "ATEN_CPU_CAPABILITY")
     )
+
+
+def _numpy_dispatches_above_baseline() -> bool:
+    """Whether the loaded numpy uses x86-64-v3 or wider kernels (False when numpy does not say)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:
+        return False
+    return bool(features.get("X86_V3") or features.get("X86_V4"))
 
 
 def key_part() -> JSON:
@@ -117,8 +129,10 @@ def key_part() -> JSON:
     if not portable():
         from bench.errors import BenchError
 
+        numpy_note = "; numpy dispatches above its baseline" if _numpy_dispatches_above_baseline() else ""
         raise BenchError(
-            f"{SWITCH}=1 but this process runs other kernels ({identity()}): set it before Python "
-            "starts, or import bench before torch, so the libraries load with the portable settings"
+            f"{SWITCH}=1 but this process runs other kernels ({identity()}{numpy_note}): set it before "
+            "Python starts, or import bench before torch and numpy, so the libraries load with the "
+            "portable settings (an x86-64 CPU with AVX2 is needed)"
         )
     return {"kernels": PORTABLE_VERSION}

@@ -13,6 +13,7 @@ import pytest
 
 from bench import kernels
 from bench.errors import BenchError
+from benchmarks.kernels.portable import clean_env
 from tests.filesuite import run, two_system_suite
 from tests.tiny_dlm import TINY_DLM
 
@@ -29,11 +30,13 @@ def _has_avx512() -> bool:
     return bool(kernels.cpu_model().get("avx512f"))
 
 
+def _has_avx2() -> bool:
+    return bool(kernels.cpu_model().get("avx2"))
+
+
 def _train(extra_env: dict[str, str]) -> dict:
     """Train the tiny DLM a few steps in a fresh process with `extra_env`; its weights hash and kernels."""
-    env = {k: v for k, v in os.environ.items() if k not in kernels.PORTABLE_ENV and k != kernels.SWITCH}
-    env.pop("MKL_ENABLE_INSTRUCTIONS", None)
-    env |= extra_env
+    env = clean_env() | extra_env
     params = json.dumps(TINY_DLM | {"train_steps": 6, "vocab_size": 400})
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks.kernels.weights", "--steps", "6", "--params", params],
@@ -88,6 +91,20 @@ def test_asking_for_portable_kernels_after_torch_chose_its_own_is_a_clear_error(
     monkeypatch.setenv(kernels.SWITCH, "1")
     with pytest.raises(BenchError, match="BENCH_PORTABLE_KERNELS=1 but this process runs other kernels"):
         kernels.key_part()
+
+
+def test_numpy_loaded_before_bench_is_caught_too():
+    """numpy reads its feature switch when it loads: loaded first, it keeps its wider kernels (whose
+    sort orders ties its own way), and the process is not portable even though torch is."""
+    if not _has_avx2():
+        pytest.skip("no AVX2: nothing is portable here")
+    script = (
+        "import numpy\nfrom bench import kernels\nimport torch\n"
+        "try:\n    kernels.key_part()\nexcept Exception as exc:\n    print(exc)\n"
+    )
+    env = clean_env() | {kernels.SWITCH: "1"}
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert "numpy dispatches above its baseline" in out.stdout, out.stdout + out.stderr
 
 
 def test_a_run_records_its_cpu_and_kernels(tmp_path):

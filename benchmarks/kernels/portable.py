@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NUMPY_BASELINE = {"NPY_DISABLE_CPU_FEATURES": kernels.PORTABLE_ENV["NPY_DISABLE_CPU_FEATURES"]}
 
 
-def _clean_env() -> dict[str, str]:
+def clean_env() -> dict[str, str]:
     """This process's environment without any kernel setting, so each run chooses its own."""
     drop = {*kernels.PORTABLE_ENV, kernels.SWITCH, "MKL_ENABLE_INSTRUCTIONS"}
     return {k: v for k, v in os.environ.items() if k not in drop}
@@ -43,7 +43,7 @@ def probe_once(cpu: str | None, env: dict[str, str], probe: str, steps: int, par
     else:
         cmd = [sys.executable, *cmd]
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, cwd=ROOT, env=_clean_env() | env, capture_output=True, text=True)
+    out = subprocess.run(cmd, cwd=ROOT, env=clean_env() | env, capture_output=True, text=True)
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1:] or [f"exit {out.returncode}"]}
     return json.loads(out.stdout.strip().splitlines()[-1]) | {"wall_s": round(time.perf_counter() - t0)}

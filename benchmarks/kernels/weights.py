@@ -2,7 +2,8 @@
 
 `--probe train` (the default) trains the embedded DLM a few steps and hashes its weights; `--probe ops`
 hashes four single operations (a linear layer, its weight-gradient GEMM, softmax, layer norm) on fixed
-inputs, one thread: seconds under emulation where training takes tens of minutes.
+inputs, one thread: 20 seconds under emulation, where even the tiny model's training did not finish in
+35 minutes (docs/reproducing.md).
 benchmarks/kernels/portable.py runs it under emulated CPUs; tests/test_kernels.py under capped ISAs.
 
 `python -m benchmarks.kernels.weights [--probe ops|train] [--steps 4] [--params JSON]`
