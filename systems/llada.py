@@ -95,6 +95,9 @@ class LLaDAParams(AgentLoopParams):
     cfg_scale: float | None = Field(None, ge=0, description="classifier-free guidance scale (0 = off)")
     threshold: float | None = Field(None, gt=0, lt=1, description="Fast-dLLM confidence-threshold commit")
     prefix_cache: bool | None = Field(None, description="Fast-dLLM block-wise prefix cache")
+    choice_temperature: float | None = Field(
+        None, ge=0, description="MaskGIT's annealed Gumbel noise on which positions commit (0 = off)"
+    )
     grammar: bool = Field(
         False,
         description="decode under the task schema's token automaton (DINGO-style Viterbi x0; "
@@ -111,6 +114,7 @@ class LLaDAParams(AgentLoopParams):
             "cfg_scale",
             "threshold",
             "prefix_cache",
+            "choice_temperature",
         ]
         if not skeleton:
             names.append("gen_length")

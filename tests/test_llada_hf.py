@@ -161,6 +161,29 @@ def test_generate_through_chat_template_is_batched_and_seeded(tiny_dir: Path) ->
     assert ident["kind"] == "llada_hf" and ident["sampler_defaults"]["steps"] == 6
 
 
+def test_choice_temperature_reaches_the_sampler_through_the_llada_system(tiny_dir: Path) -> None:
+    """`llada` params `choice_temperature` travel as a sampler knob to LLaDA-8B's code path: with the
+    same seeds the commit-order noise changes the records, and a bad combination is the sampler's clear
+    error (so the knob was not dropped on the way)."""
+    from bench.errors import BenchError
+    from systems.llada import LLaDASystem
+
+    be = backend(tiny_dir, gen_length=16)
+    s = spec()
+
+    def texts(params: dict) -> list[str]:
+        res = LLaDASystem({"temperature": 1.0, "k_shots": 0, **params}).generate(
+            s, 4, 0, OneBackend(be, tiny_dir)
+        )
+        return [x.text for x in res.samples]
+
+    assert texts({}) == texts({})
+    assert texts({"choice_temperature": 4.5}) != texts({})
+    with pytest.raises(BenchError, match="choice_temperature"):
+        texts({"choice_temperature": 1.0, "threshold": 0.9})
+    assert "choice_temperature" not in be.identity()["sampler_defaults"]  # older identities unchanged
+
+
 def test_skeleton_constraints_make_even_a_random_model_schema_valid(tiny_dir: Path) -> None:
     """Structure, enum snapping and number constraints come from the skeleton, not from the model."""
     import jsonschema

@@ -8,9 +8,11 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from bench.errors import BenchError
 from systems.backends.llada_sampler import (
     SamplerConfig,
     add_gumbel_noise,
+    checked,
     cut_at_eos,
     denoise,
     generate,
@@ -268,6 +270,7 @@ def reference_generate(
     cfg_scale: float = 0.0,
     remasking: str = "low_confidence",
     uniform: Callable[[tuple[int, ...]], torch.Tensor] | None = None,
+    choice_temperature: float = 0.0,
 ) -> list[int]:
     """The authors' reverse process: blocks left to right, `steps // blocks` steps per block, step i
     transferring the block's initial mask count split evenly (remainder to the first steps); x0 = argmax of
@@ -311,6 +314,15 @@ def reference_generate(
             x0_p[hi:] = -math.inf
             x0 = torch.where(mask_index, x0, x[0])
             confidence = torch.where(mask_index, x0_p, torch.full_like(x0_p, -math.inf))
+            if choice_temperature and has_masks and i < per_block - 1 and counts[i] > 0:
+                # MaskGIT (Chang et al. 2022): log-confidence plus annealed Gumbel noise, then the top-k
+                assert uniform is not None
+                tau = choice_temperature * (1 - (i + 1) / per_block)
+                g = -torch.log(-torch.log(uniform((hi - lo,)).clamp_min(1e-300)))
+                span = confidence[lo:hi]
+                confidence[lo:hi] = torch.where(
+                    mask_index[lo:hi], span.clamp_min(1e-300).log() + tau * g, span
+                )
             chosen = torch.topk(confidence, k=counts[i]).indices
             x[0, chosen] = x0[chosen]
     return x[0, p_len:].tolist()
@@ -419,17 +431,21 @@ def test_matches_reference_token_for_token(case: tuple) -> None:
     ref = reference_generate(
         model, prompt, gen, steps, block, MASK, temperature, cfg_scale, remasking, stream(1000 + seed)
     )
-    got = ours(model, prompt, cfg, seed=1000 + seed)
+    assert_agrees(ours(model, prompt, cfg, seed=1000 + seed), ref, block)
+
+
+def assert_agrees(got: list[int], ref: list[int], block: int) -> None:
+    """Ours never holds a mask and equals the reference wherever the reference's output holds none;
+    where it does, blocks before the first one the reference leaves incomplete agree exactly, and in
+    that block every position the reference committed to a real token agrees too."""
     assert MASK not in got
     if MASK not in ref:
         assert got == ref
-    else:
-        # blocks before the first one the reference leaves incomplete agree exactly; in that block every
-        # position the reference committed to a real token agrees too
-        first = min(i for i, t in enumerate(ref) if t == MASK) // block
-        assert got[: first * block] == ref[: first * block]
-        span = range(first * block, (first + 1) * block)
-        assert [got[i] for i in span if ref[i] != MASK] == [ref[i] for i in span if ref[i] != MASK]
+        return
+    first = min(i for i, t in enumerate(ref) if t == MASK) // block
+    assert got[: first * block] == ref[: first * block]
+    span = range(first * block, (first + 1) * block)
+    assert [got[i] for i in span if ref[i] != MASK] == [ref[i] for i in span if ref[i] != MASK]
 
 
 def test_differential_cases_cover_both_outcomes() -> None:
@@ -486,3 +502,95 @@ def test_threshold_decoding_makes_progress_when_the_mask_is_predicted() -> None:
     fixed = denoise(model, canvas(1, 5), 1, MASK, SamplerConfig(steps=2), 0, record_commits=True)
     assert fixed.x[0, 1:].tolist() == [3] * 5
     assert [int(c[0]) for c in fixed.commits] == [0, 5]  # step 1's three slots went to predicted masks
+
+
+def choice_cases() -> list[tuple[int, list[int], int, int, int, float, float, float]]:
+    """(toy seed, prompt, gen, steps, block, temperature, cfg, choice temperature), drawn at random."""
+    rng = torch.Generator().manual_seed(2026)
+    cases = []
+    for seed in range(48):
+        block = [2, 3, 4][int(torch.randint(3, (1,), generator=rng))]
+        n_blocks = 1 + int(torch.randint(2, (1,), generator=rng))
+        per_block = 2 + int(torch.randint(3, (1,), generator=rng))
+        prompt = (3 + torch.randint(TOY_V - 3, (3,), generator=rng)).tolist()
+        temperature = [0.0, 0.7][seed % 2]
+        cfg = [0.0, 1.5][(seed // 2) % 2]
+        choice = [1.0, 4.5][(seed // 4) % 2]
+        cases.append((seed, prompt, block * n_blocks, per_block * n_blocks, block, temperature, cfg, choice))
+    return cases
+
+
+@pytest.mark.parametrize("case", choice_cases(), ids=lambda c: f"toy{c[0]}")
+def test_choice_temperature_matches_the_maskgit_reference(case: tuple) -> None:
+    """`choice_temperature` against the reference with MaskGIT's selection written in: log(confidence) +
+    tau_s * Gumbel, tau_s annealed to 0 at a block's last step, the noise drawn after the token noise
+    (compared as the plain differential cases are, `assert_agrees`)."""
+    seed, prompt, gen, steps, block, temperature, cfg_scale, choice = case
+    model = RandomToy(seed)
+    cfg = SamplerConfig(
+        steps=steps,
+        gen_length=gen,
+        block_length=block,
+        temperature=temperature,
+        cfg_scale=cfg_scale,
+        choice_temperature=choice,
+    )
+    ref = reference_generate(
+        model,
+        prompt,
+        gen,
+        steps,
+        block,
+        MASK,
+        temperature,
+        cfg_scale,
+        uniform=stream(seed),
+        choice_temperature=choice,
+    )
+    assert_agrees(ours(model, prompt, cfg, seed=seed), ref, block)
+
+
+def test_choice_cases_mostly_agree_exactly() -> None:
+    """Most choice cases must be full-output comparisons, not the partial one after a left mask."""
+    exact = sum(
+        MASK
+        not in reference_generate(
+            RandomToy(c[0]),
+            c[1],
+            c[2],
+            c[3],
+            c[4],
+            MASK,
+            c[5],
+            c[6],
+            uniform=stream(c[0]),
+            choice_temperature=c[7],
+        )
+        for c in choice_cases()
+    )
+    assert exact >= 36
+
+
+def test_choice_noise_changes_which_positions_commit_and_zero_is_llada() -> None:
+    """At temperature 0 the tokens a step writes are fixed by the canvas, so only the commit order can
+    differ between seeds: with choice noise greedy decoding writes several records, without it one."""
+    model, prompt = RandomToy(7), [5, 14, 6]
+    plain = SamplerConfig(steps=4, gen_length=8)
+    noisy = SamplerConfig(steps=4, gen_length=8, choice_temperature=4.5)
+    assert len({tuple(ours(model, prompt, plain, seed=s)) for s in range(12)}) == 1
+    assert len({tuple(ours(model, prompt, noisy, seed=s)) for s in range(12)}) > 1
+    assert "choice_temperature" not in plain.to_json()  # keys written before the knob stay valid
+    assert noisy.to_json()["choice_temperature"] == 4.5
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"choice_temperature": 1.0, "threshold": 0.9},
+        {"choice_temperature": 1.0, "remasking": "random"},
+        {"choice_temperature": -1.0},
+    ],
+)
+def test_choice_temperature_with_rules_it_cannot_perturb_is_a_user_error(bad: dict) -> None:
+    with pytest.raises(BenchError, match="choice_temperature"):
+        checked(SamplerConfig(steps=4, gen_length=8, **bad), 8)

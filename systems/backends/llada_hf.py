@@ -71,6 +71,7 @@ class LLaDAHFParams(BaseModel):
     temperature: float = Field(0.0, ge=0, description="Gumbel temperature")
     cfg_scale: float = Field(0.0, ge=0, description="classifier-free guidance (paper: off)")
     threshold: float | None = Field(None, gt=0, lt=1, description="Fast-dLLM threshold commit")
+    choice_temperature: float = Field(0.0, ge=0, description="MaskGIT choice noise on committed positions")
     gen_batch_size: int = Field(4, ge=1, description="rows per sampler batch (transport only)")
     max_slot_tokens: int = Field(24, ge=1, description="cap on a skeleton slot's token budget")
 
@@ -193,6 +194,7 @@ class LLaDAHFBackend(SchemaConstrained):
             "temperature": p.temperature,
             "cfg_scale": p.cfg_scale,
             "threshold": p.threshold,
+            "choice_temperature": p.choice_temperature,
         }
         # LLaDA's remote code exposes no split prefix pass, so prefix_cache is accepted and ignored
         d = merge_knobs(d, overrides, ignored=("prefix_cache",))

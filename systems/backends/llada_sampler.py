@@ -107,9 +107,17 @@ class SamplerConfig:
     confident position with its best non-mask token instead, so every step makes progress."""
     prefix_cache: bool = False
     """Reuse prefix keys/values across a block's steps (needs a PrefixCachedModel)."""
+    choice_temperature: float = 0.0
+    """MaskGIT's randomness in which positions a low-confidence step commits (Chang et al. 2022): each
+    masked position competes with log(confidence) + tau_s * g, g ~ Gumbel(0, 1), tau_s = this value times
+    1 - (s + 1) / S at step s of a block's S steps, so the noise is largest at the first step and gone at
+    the last. 0 (the default) is LLaDA's deterministic top-k and draws no extra noise."""
 
     def to_json(self) -> dict[str, object]:
+        # choice_temperature enters only when set, so every key written before it existed stays valid
+        extra = {"choice_temperature": self.choice_temperature} if self.choice_temperature else {}
         return {
+            **extra,
             "steps": self.steps,
             "gen_length": self.gen_length,
             "block_length": self.block_length,
@@ -131,6 +139,7 @@ SAMPLER_KEYS = (
     "cfg_scale",
     "threshold",
     "prefix_cache",
+    "choice_temperature",
 )
 
 
@@ -163,6 +172,13 @@ def checked(config: SamplerConfig, response_length: int) -> SamplerConfig:
         )
     if config.remasking not in ("low_confidence", "random"):
         raise BenchError(f"unknown remasking {config.remasking!r}")
+    if config.choice_temperature < 0:
+        raise BenchError(f"choice_temperature must be >= 0, got {config.choice_temperature}")
+    if config.choice_temperature and (config.remasking != "low_confidence" or config.threshold is not None):
+        raise BenchError(
+            "choice_temperature perturbs the scheduled low-confidence choice: it needs remasking "
+            "low_confidence and no threshold"
+        )
     return config
 
 
@@ -191,6 +207,18 @@ def add_gumbel_noise(logits: torch.Tensor, temperature: float, generator: torch.
     gumbel = (-torch.log(u)) ** temperature
     # subtract the row max before exp: same argmax, no overflow
     return torch.exp(logits - logits.amax(dim=-1, keepdim=True)) / gumbel
+
+
+def choice_noised(conf: torch.Tensor, tau: float, generator: torch.Generator) -> torch.Tensor:
+    """MaskGIT's noised commit scores: log(conf) + tau * Gumbel(0, 1) (masked-out -inf entries stay -inf).
+
+    The Gumbel draw is -log(-log u) in float64 from the row's own generator, after that step's token
+    noise, so a row's stream still does not depend on its batch."""
+    u = torch.rand(conf.shape, generator=generator, dtype=torch.float64, device=conf.device).clamp(
+        1e-300, 1.0
+    )
+    noised = conf.clamp_min(1e-300).log() + tau * -torch.log(-torch.log(u))
+    return torch.where(torch.isneginf(conf), conf, noised)
 
 
 def num_transfer_tokens(mask_count: torch.Tensor, steps: int) -> torch.Tensor:
@@ -369,6 +397,10 @@ def denoise(
                         k = int(schedule[j, step])
                         if k == 0:
                             continue
+                        if config.choice_temperature:
+                            conf = choice_noised(
+                                conf, config.choice_temperature * (1 - (step + 1) / n_steps), gens[j]
+                            )
                         sel = torch.topk(conf, k=k).indices
                 sel = sel[pred[sel] != mask_id]
                 transfer[j, start + sel.to(x.device)] = True

@@ -163,6 +163,9 @@ class MDLMParams(BaseModel):
     cfg_scale: float = Field(0.0, ge=0, description="Default classifier-free guidance scale (0 = off)")
     threshold: float | None = Field(None, gt=0, lt=1, description="Default Fast-dLLM commit threshold")
     prefix_cache: bool = Field(False, description="Default: reuse prefix keys/values within a block")
+    choice_temperature: float = Field(
+        0.0, ge=0, description="Default MaskGIT choice noise on committed positions (llada_sampler; 0 = off)"
+    )
     length_first: bool = Field(
         False,
         description="Draw each record's length from the model's EOS probabilities first (length.py); "
@@ -428,6 +431,7 @@ class EmbeddedMDLMBackend(SchemaConstrained):
             "cfg_scale": p.cfg_scale,
             "threshold": p.threshold,
             "prefix_cache": p.prefix_cache,
+            "choice_temperature": p.choice_temperature,
         }
         d = merge_knobs(d, overrides)
         d["gen_length"] = min(int(d["gen_length"]), self.response_length)
