@@ -267,6 +267,14 @@ def test_competence_benchmark_counts_parse_and_validity_like_an_independent_reco
     assert r["schema_valid"] == valid / 12
     assert r["ended_in_first_quarter"] == sum(len(t) < 250 for t in r["texts"]) / 12
     assert r["copied"] == sum(any(x == ref for ref in spec.references) for x in objects) / 12
+    # per seed (6 records each, in seed order): what paired tests across systems read
+    for seed, rates in enumerate(r["per_seed"]):
+        mine = [x for x in recs[6 * seed : 6 * seed + 6] if isinstance(x, dict)]
+        assert rates["parse_rate"] == len(mine) / 6
+        assert (
+            rates["schema_valid"]
+            == sum(jsonschema.Draft202012Validator(spec.schema).is_valid(x) for x in mine) / 6
+        )
 
 
 def test_a_reference_verbatim_is_a_copy_whatever_its_key_order_and_spacing() -> None:

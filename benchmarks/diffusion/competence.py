@@ -7,7 +7,8 @@
 Trains (or loads from $BENCH_CACHE_DIR) the embedded DLM on the task's references with the given
 MDLMParams, then for each `llada` params dict in `--systems` generates `--n` records for each of seeds
 0..S-1 and reports parse_rate (`metrics.extract`) and schema_valid (jsonschema, the task's schema), the
-mean record length in characters against the references' median, the share of distinct texts, the
+mean record length in characters against the references' median (parse and valid rates per seed too,
+and with several systems paired tests of each against the first), the share of distinct texts, the
 share of records that are a training reference verbatim (a model that memorised its references can meet
 the bar by copying them, which a synthetic-data generator must not be credited for), the generation
 seconds, and where the first EOS fell: the share of records that end within the first quarter of the
@@ -44,8 +45,10 @@ def measure(spec: Any, ctx: Any, system: dict, n: int, seeds: int, window_chars:
     lengths: list[int] = []
     texts: list[str] = []
     examples: list[str] = []
+    per_seed: list[dict[str, float]] = []
     t0 = time.perf_counter()
     for seed in range(seeds):
+        parsed_before, valid_before = parsed, valid
         for s in LLaDASystem(system).generate(spec, n, seed, ctx).samples:
             rec = extract_record(s.text).record
             lengths.append(len(s.text))
@@ -57,9 +60,13 @@ def measure(spec: Any, ctx: Any, system: dict, n: int, seeds: int, window_chars:
                 copied += canonical(rec) in trained_on
             elif len(examples) < 2:
                 examples.append(s.text[:240])
+        per_seed.append(
+            {"parse_rate": (parsed - parsed_before) / n, "schema_valid": (valid - valid_before) / n}
+        )
     k = n * seeds
     return {
         "system": system,
+        "per_seed": per_seed,
         "parse_rate": parsed / k,
         "schema_valid": valid / k,
         "mean_chars": statistics.fmean(lengths),
@@ -127,6 +134,26 @@ def new_content(tok: Any, before: Any, after: Any, top: int = 3) -> list[tuple[s
     return [(text, len(pos), sum(pos) / len(pos)) for text, pos in ranked]
 
 
+def paired_table(rows: list[dict]) -> str:
+    """Each system's per-seed parse and valid rates against the first system's (paired t and Wilcoxon
+    over seeds, `bench.stats.paired_test`): the seeds share prompts and few-shot draws, so they pair."""
+    from bench.stats import paired_test
+
+    out = [
+        "",
+        "| llada params | metric | B − A (A: the first row) | p(t) | p(W) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    base = rows[0]["per_seed"]
+    for r in rows[1:]:
+        for m in ("parse_rate", "schema_valid"):
+            t = paired_test([s[m] for s in base], [s[m] for s in r["per_seed"]])
+            out.append(
+                f"| `{json.dumps(r['system'])}` | {m} | {t.mean_diff:+.3f} | {t.p_ttest:.3g} | {t.p_wilcoxon:.3g} |"
+            )
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--task", default="truthfulqa")
@@ -176,6 +203,8 @@ def main(argv: list[str] | None = None) -> None:
             f"| {r['copied']:.2f} | {r['seconds']:.0f} |",
             flush=True,
         )
+    if len(rows) > 1 and a.seeds > 1:
+        print(paired_table(rows))
     if trace:
         print(
             "\n| step | EOS committed | content committed | leftmost EOS (token) "
