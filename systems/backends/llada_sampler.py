@@ -26,6 +26,10 @@ masked token of the current block whose confidence exceeds the threshold (at lea
 are committed in parallel and the number of forward passes (NFE) drops. `prefix_cache` lets a model
 that supports it reuse the keys/values of everything left of the current block for the block's steps.
 
+Randomness in the commit order (MaskGIT, Chang et al. 2022; opt-in, `choice_temperature`): the
+low-confidence ranking gets annealed Gumbel noise, so records need not all commit the same most
+confident token first; 0, the default, draws nothing and leaves every output as above.
+
 Constrained decoding: `choose_x0` replaces the per-position argmax by a joint choice, such as the best
 canvas a JSON Schema's token automaton accepts (systems/backends/schema_dfa.py, DINGO-style); confidences
 stay the model's probabilities of the chosen tokens and no extra noise is drawn.
