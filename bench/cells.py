@@ -69,7 +69,12 @@ def resolved_system_params(system: JSON) -> JSON | None:
         params = SYSTEMS.get(system["type"])(dict(system.get("params") or {})).params
     except Exception:  # an unknown type or bad params: the cell reports it; the plan goes on
         return None
-    return params.model_dump(mode="json") if isinstance(params, BaseModel) else None
+    if not isinstance(params, BaseModel):
+        return None
+    # a params model's HASH_OPT_IN fields enter only when set off their inert value (as the embedded
+    # DLM's OPT_IN_KNOBS do in its cache key), so adding a knob does not re-run every finished cell
+    inert = getattr(type(params), "HASH_OPT_IN", {})
+    return {k: v for k, v in params.model_dump(mode="json").items() if not (k in inert and v == inert[k])}
 
 
 #: Keys of a resolved model spec that say where a cell runs, not what it produces.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -70,6 +70,11 @@ class LLaDAParams(AgentLoopParams):
     (and the agent loop's settings, on multi-turn tasks)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    HASH_OPT_IN: ClassVar[dict[str, Any]] = {"choice_temperature": None}
+    """Fields added after cell hashes took the resolved params (bench.cells.resolved_system_params),
+    with the value that reproduces the older outputs: left there, they stay out of the hash, so a
+    `--resume` of an older run keeps its finished cells."""
 
     role: str = Field("dlm", description="profile role that serves the diffusion LM")
     k_shots: int = Field(2, ge=0, description="few-shot references in the prompt (drawn per sample)")

@@ -108,3 +108,28 @@ def test_sigkill_then_resume_matches_uninterrupted(suite_file, tmp_path):
     assert strip(cell_files(run_dir, "metrics.json")) == strip(cell_files(ref.run_dir, "metrics.json"))
     manifest = RunStore(run_dir).read_manifest()
     assert manifest["resumed"] and manifest["cell_status"]["skipped"] == len(finished)
+
+
+def test_a_knob_added_at_its_inert_value_keeps_finished_cells_hashes():
+    """`llada`'s `choice_temperature` came after cell hashes took the resolved params: unset, it stays
+    out of them (so `--resume` of an older run skips its finished llada cells; measured on Table 1's
+    run), and set, it enters, so a run with the knob never reuses a cell made without it."""
+    from bench.cells import cell_hash, resolved_system_params
+    from systems.llada import LLaDAParams
+
+    plain = {"type": "llada", "params": {"steps": 12}}
+    noisy = {"type": "llada", "params": {"steps": 12, "choice_temperature": 0.5}}
+    resolved = resolved_system_params(plain)
+    assert resolved == {
+        k: v for k, v in LLaDAParams(steps=12).model_dump(mode="json").items() if k != "choice_temperature"
+    }
+    assert resolved_system_params(noisy)["choice_temperature"] == 0.5
+    assert (
+        resolved_system_params({"type": "llada", "params": {"choice_temperature": 0.0}})["choice_temperature"]
+        == 0.0
+    )
+
+    def h(system: dict) -> str:
+        return cell_hash(system, {}, {"name": "t"}, "fp", 0, 8, resolved_system_params(system))
+
+    assert h(plain) != h(noisy)
