@@ -420,18 +420,48 @@ def test_matches_reference_token_for_token(case: tuple) -> None:
     a mask."""
     seed, prompt, gen, steps, block, temperature, cfg_scale, remasking, bias = case
     model = RandomToy(seed, mask_bias=bias)
+    got, ref = ours_and_reference(
+        model, prompt, gen, steps, block, temperature, cfg_scale, remasking, 1000 + seed
+    )
+    assert_agrees(got, ref, block)
+
+
+def ours_and_reference(
+    model: RandomToy,
+    prompt: list[int],
+    gen: int,
+    steps: int,
+    block: int,
+    temperature: float,
+    cfg_scale: float,
+    remasking: str,
+    seed: int,
+    choice_temperature: float = 0.0,
+) -> tuple[list[int], list[int]]:
+    """One case run by our sampler and by the reference, both fed the noise stream of `seed`."""
     cfg = SamplerConfig(
         steps=steps,
         gen_length=gen,
         block_length=block,
         temperature=temperature,
         cfg_scale=cfg_scale,
-        remasking=remasking,
+        remasking=remasking,  # type: ignore[arg-type]
+        choice_temperature=choice_temperature,
     )
     ref = reference_generate(
-        model, prompt, gen, steps, block, MASK, temperature, cfg_scale, remasking, stream(1000 + seed)
+        model,
+        prompt,
+        gen,
+        steps,
+        block,
+        MASK,
+        temperature,
+        cfg_scale,
+        remasking,
+        stream(seed),
+        choice_temperature,
     )
-    assert_agrees(ours(model, prompt, cfg, seed=1000 + seed), ref, block)
+    return ours(model, prompt, cfg, seed=seed), ref
 
 
 def assert_agrees(got: list[int], ref: list[int], block: int) -> None:
@@ -526,48 +556,30 @@ def test_choice_temperature_matches_the_maskgit_reference(case: tuple) -> None:
     tau_s * Gumbel, tau_s annealed to 0 at a block's last step, the noise drawn after the token noise
     (compared as the plain differential cases are, `assert_agrees`)."""
     seed, prompt, gen, steps, block, temperature, cfg_scale, choice = case
-    model = RandomToy(seed)
-    cfg = SamplerConfig(
-        steps=steps,
-        gen_length=gen,
-        block_length=block,
-        temperature=temperature,
-        cfg_scale=cfg_scale,
-        choice_temperature=choice,
+    got, ref = ours_and_reference(
+        RandomToy(seed), prompt, gen, steps, block, temperature, cfg_scale, "low_confidence", seed, choice
     )
-    ref = reference_generate(
-        model,
-        prompt,
-        gen,
-        steps,
-        block,
-        MASK,
-        temperature,
-        cfg_scale,
-        uniform=stream(seed),
-        choice_temperature=choice,
-    )
-    assert_agrees(ours(model, prompt, cfg, seed=seed), ref, block)
+    assert_agrees(got, ref, block)
 
 
 def test_choice_cases_mostly_agree_exactly() -> None:
     """Most choice cases must be full-output comparisons, not the partial one after a left mask."""
-    exact = sum(
-        MASK
-        not in reference_generate(
-            RandomToy(c[0]),
-            c[1],
-            c[2],
-            c[3],
-            c[4],
+    exact = 0
+    for seed, prompt, gen, steps, block, temperature, cfg_scale, choice in choice_cases():
+        ref = reference_generate(
+            RandomToy(seed),
+            prompt,
+            gen,
+            steps,
+            block,
             MASK,
-            c[5],
-            c[6],
-            uniform=stream(c[0]),
-            choice_temperature=c[7],
+            temperature,
+            cfg_scale,
+            "low_confidence",
+            stream(seed),
+            choice,
         )
-        for c in choice_cases()
-    )
+        exact += MASK not in ref
     assert exact >= 36
 
 

@@ -18,16 +18,17 @@ import json
 from bench import kernels  # the first import of bench pins the kernels when BENCH_PORTABLE_KERNELS=1
 
 
-def weights_hash(model: object) -> str:
-    """sha256 over every tensor of the state dict, in order, as raw bytes (bit-exact equality)."""
+def tensors_hash(*tensors: object) -> str:
+    """sha256 over the tensors, in order, as raw bytes (bit-exact equality)."""
     h = hashlib.sha256()
-    for tensor in model.state_dict().values():  # type: ignore[attr-defined]
-        h.update(tensor.detach().contiguous().numpy().tobytes())
+    for tensor in tensors:
+        h.update(tensor.detach().contiguous().numpy().tobytes())  # type: ignore[attr-defined]
     return h.hexdigest()
 
 
-def _sha(tensor: object) -> str:
-    return hashlib.sha256(tensor.detach().contiguous().numpy().tobytes()).hexdigest()  # type: ignore[attr-defined]
+def weights_hash(model: object) -> str:
+    """`tensors_hash` over every tensor of the state dict, in order."""
+    return tensors_hash(*model.state_dict().values())  # type: ignore[attr-defined]
 
 
 def ops_hashes() -> dict[str, str]:
@@ -39,10 +40,10 @@ def ops_hashes() -> dict[str, str]:
     x, w, g = (torch.randn(*shape, generator=gen) for shape in ((512, 128), (384, 128), (512, 384)))
     y = torch.nn.functional.linear(x, w)
     return {
-        "linear": _sha(y),
-        "weight_grad": _sha(g.t() @ x),
-        "softmax": _sha(torch.softmax(y, -1)),
-        "layer_norm": _sha(torch.nn.functional.layer_norm(y, (384,))),
+        "linear": tensors_hash(y),
+        "weight_grad": tensors_hash(g.t() @ x),
+        "softmax": tensors_hash(torch.softmax(y, -1)),
+        "layer_norm": tensors_hash(torch.nn.functional.layer_norm(y, (384,))),
     }
 
 
