@@ -13,12 +13,21 @@ because the COMPATIBLE GEMM is slow: training takes 2.7x as long (measured in do
 The libraries read these variables once, when they load, so `pin()` runs on the first import of
 bench, before torch, and spawned workers inherit them. A user's own setting of a variable wins; then
 the process is not portable and `key_part()` says so instead of keying a model as portable.
+
+The same weights on one machine also need the same order of sums from run to run. With more than one
+thread, torch's CPU backward of indexing (`k[rows]`, the embedding's gather) accumulates in an order
+that depends on thread timing, and on a loaded box the embedded DLM's weights came out different from
+run to run (docs/reproducing.md). `training()` therefore also turns on torch's deterministic algorithms
+while a model trains with portable kernels. They give other bits than the usual path, hence
+`portable-2`.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +41,8 @@ PORTABLE_ENV: dict[str, str] = {
 }
 """The variables `pin()` sets; `PORTABLE_VERSION` names this set in cache keys."""
 
-PORTABLE_VERSION = "portable-1"
+PORTABLE_VERSION = "portable-2"
+"""portable-1 (stop 46) lacked the deterministic training algorithms (`training()`)."""
 SWITCH = "BENCH_PORTABLE_KERNELS"
 """Set to 1 (or pass `bench run --portable-kernels`) to run the portable kernels."""
 
@@ -136,3 +146,23 @@ def key_part() -> JSON:
             "portable settings (an x86-64 CPU with AVX2 is needed)"
         )
     return {"kernels": PORTABLE_VERSION}
+
+
+@contextmanager
+def training(threads: int | None) -> Iterator[None]:
+    """Torch set up to train a model: `threads` torch threads (None: as they are) and, with portable
+    kernels, torch's deterministic algorithms, so a loaded machine gives the same weights as an idle
+    one (module doc). Both are restored afterwards; a training's forward passes give the same bits
+    either way (measured), so only the backward's order of sums changes."""
+    import torch
+
+    old_threads, old_deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    if threads:
+        torch.set_num_threads(threads)
+    if wanted():
+        torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old_threads)
+        torch.use_deterministic_algorithms(old_deterministic)

@@ -34,36 +34,34 @@ def _has_avx2() -> bool:
     return bool(kernels.cpu_model().get("avx2"))
 
 
+def _start(extra_env: dict[str, str], threads: int = 1) -> subprocess.Popen:
+    """Start training the tiny DLM a few steps in a fresh process with `extra_env` (see `_train`)."""
+    params = json.dumps(TINY_DLM | {"train_steps": 6, "vocab_size": 400})
+    cmd = ["-m", "benchmarks.kernels.weights", "--steps", "6", "--threads", str(threads), "--params", params]
+    return subprocess.Popen(
+        [sys.executable, *cmd],
+        cwd=ROOT,
+        env=clean_env() | extra_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _result(proc: subprocess.Popen) -> dict:
+    """A started training's weights hash and kernels (its last line of output)."""
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def _train(extra_env: dict[str, str]) -> dict:
     """Train the tiny DLM a few steps in a fresh process with `extra_env`; its weights hash and kernels.
 
-    One torch thread: what is compared here is the ISA the libraries may use, and nothing else. With two
-    threads the portable pair came out different in 1 of the 3 clean-clone CI runs since the numpy fix
-    (pytest workers busy beside it) and equal in every run on an idle box; our reading, not yet tested
-    apart: under load the threads MKL actually uses vary, and its reproducibility branch assumes a fixed
-    thread count. One thread takes that out of this ISA test."""
-    env = clean_env() | extra_env
-    params = json.dumps(TINY_DLM | {"train_steps": 6, "vocab_size": 400})
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.kernels.weights",
-            "--steps",
-            "6",
-            "--threads",
-            "1",
-            "--params",
-            params,
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    One torch thread: what is compared here is the ISA the libraries may use, and nothing else (the
+    thread count and a loaded machine are `test_portable_kernels_train_the_same_weights_on_a_loaded_
+    machine`'s)."""
+    return _result(_start(extra_env))
 
 
 @pytest.mark.slow
@@ -82,6 +80,37 @@ def test_portable_kernels_train_the_same_weights_whatever_isa_the_cpu_offers():
     assert portable_native["kernels"]["MKL_CBWR"] == "COMPATIBLE"
     assert portable_native["sha256"] == portable_capped["sha256"]
     assert portable_native["sha256"] != native["sha256"]  # other kernels, other (but fixed) weights
+
+
+@pytest.mark.slow
+def test_portable_kernels_train_the_same_weights_on_a_loaded_machine():
+    """Two threads, three trainings at once on this box (so each runs beside two others). Before
+    portable-2, torch's CPU backward of indexing summed in an order set by thread timing: 16 such
+    trainings under load gave 5 distinct weight hashes (docs/reproducing.md); with the deterministic
+    algorithms `kernels.training()` turns on, every one gave the same."""
+    if not _has_avx2():
+        pytest.skip("no AVX2: nothing is portable here")
+    procs = [_start({kernels.SWITCH: "1"}, threads=2) for _ in range(3)]
+    hashes = {_result(p)["sha256"] for p in procs}
+    assert len(hashes) == 1, hashes
+
+
+def test_training_is_deterministic_only_with_portable_kernels_and_restores_torch(monkeypatch):
+    """`kernels.training()` sets the threads, turns deterministic algorithms on only when portable
+    kernels are asked for (the default path keeps its bits), and restores both."""
+    import torch
+
+    before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    monkeypatch.delenv(kernels.SWITCH, raising=False)
+    with kernels.training(1):
+        assert torch.get_num_threads() == 1 and not torch.are_deterministic_algorithms_enabled()
+    assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == before
+    monkeypatch.setenv(kernels.SWITCH, "1")
+    with pytest.raises(RuntimeError, match="inside"):
+        with kernels.training(None):
+            assert torch.get_num_threads() == before[0] and torch.are_deterministic_algorithms_enabled()
+            raise RuntimeError("inside")
+    assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == before
 
 
 def test_only_portable_kernels_enter_a_cache_key(monkeypatch):

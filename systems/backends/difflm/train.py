@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from bench import kernels
 from bench.types import JSON, TaskSpec
 from systems.backends.difflm.edm import DenoiserConfig, EDMPrecond, edm_loss
 from systems.backends.difflm.vae import DiffLMVAE, VAEConfig, decoder_nll, decoder_prefix, kl_standard_normal
@@ -96,13 +97,8 @@ def encode_means(vae: DiffLMVAE, lm: Any, rows: list[list[int]], pad: int) -> to
 def train_difflm(lm: Any, tok: Any, spec: TaskSpec, cfg: DiffLMTrainConfig, seed: int) -> Trained:
     """Both stages from scratch; the LM stays frozen."""
     t0 = time.perf_counter()
-    old = torch.get_num_threads()
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    try:
+    with kernels.training(cfg.threads):
         return _train(lm, tok, spec, cfg, seed, t0)
-    finally:
-        torch.set_num_threads(old)
 
 
 def _train(lm: Any, tok: Any, spec: TaskSpec, cfg: DiffLMTrainConfig, seed: int, t0: float) -> Trained:

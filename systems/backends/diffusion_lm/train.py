@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from bench import kernels
 from bench.types import JSON, TaskSpec
 from systems.backends.diffusion_lm.model import DiffusionLM, DLMConfig
 from systems.backends.diffusion_lm.schedule import Schedule
@@ -124,54 +125,55 @@ def train_model(
 ) -> tuple[DiffusionLM, Prepared, float]:
     """Train from scratch on `spec.references`; returns (model in eval mode, prepared data, seconds)."""
     t0 = time.perf_counter()
-    old = torch.get_num_threads()
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    try:
-        torch.manual_seed(seed)
-        prep = prepare(spec, cfg)
-        model = DiffusionLM(
-            DLMConfig(
-                vocab_size=prep.tok.vocab_size,
-                seq_len=prep.seq_len,
-                emb_dim=cfg.emb_dim,
-                width=cfg.width,
-                n_layers=cfg.n_layers,
-                n_heads=cfg.n_heads,
-                d_ff=cfg.d_ff,
-            )
+    with kernels.training(cfg.threads):
+        return _train(spec, cfg, seed, log, t0)
+
+
+def _train(
+    spec: TaskSpec, cfg: DLMTrainConfig, seed: int, log: list[JSON] | None, t0: float
+) -> tuple[DiffusionLM, Prepared, float]:
+    torch.manual_seed(seed)
+    prep = prepare(spec, cfg)
+    model = DiffusionLM(
+        DLMConfig(
+            vocab_size=prep.tok.vocab_size,
+            seq_len=prep.seq_len,
+            emb_dim=cfg.emb_dim,
+            width=cfg.width,
+            n_layers=cfg.n_layers,
+            n_heads=cfg.n_heads,
+            d_ff=cfg.d_ff,
         )
-        sched = Schedule.sqrt(cfg.diffusion_steps)
-        opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-        gen = torch.Generator().manual_seed(seed)
-        rng = random.Random(seed)
-        n = prep.data.shape[0]
-        total = cfg.steps_for(prep.seq_len)
-        progress = TrainProgress(f"diffusion-lm {spec.name}", total)
-        model.train()
-        for step in range(total):
-            warm = min(1.0, (step + 1) / cfg.warmup)
-            lr = cfg.lr * warm * 0.5 * (1 + math.cos(math.pi * step / total))
-            for g in opt.param_groups:
-                g["lr"] = lr
-            rows = [rng.randrange(n) for _ in range(cfg.batch_size)]
-            loss, terms = e2e_loss(model, sched, prep.data[rows], gen)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            value = float(loss.detach())
-            progress.update(step, value, force=step == total - 1)
-            if log is not None and (step % 100 == 0 or step == total - 1):
-                log.append(
-                    {
-                        "step": step,
-                        "loss": round(value, 4),
-                        **{k: round(v, 4) for k, v in terms.items()},
-                        "seconds": round(time.perf_counter() - t0, 1),
-                    }
-                )
-        model.eval()
-        return model, prep, time.perf_counter() - t0
-    finally:
-        torch.set_num_threads(old)
+    )
+    sched = Schedule.sqrt(cfg.diffusion_steps)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    gen = torch.Generator().manual_seed(seed)
+    rng = random.Random(seed)
+    n = prep.data.shape[0]
+    total = cfg.steps_for(prep.seq_len)
+    progress = TrainProgress(f"diffusion-lm {spec.name}", total)
+    model.train()
+    for step in range(total):
+        warm = min(1.0, (step + 1) / cfg.warmup)
+        lr = cfg.lr * warm * 0.5 * (1 + math.cos(math.pi * step / total))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        rows = [rng.randrange(n) for _ in range(cfg.batch_size)]
+        loss, terms = e2e_loss(model, sched, prep.data[rows], gen)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        value = float(loss.detach())
+        progress.update(step, value, force=step == total - 1)
+        if log is not None and (step % 100 == 0 or step == total - 1):
+            log.append(
+                {
+                    "step": step,
+                    "loss": round(value, 4),
+                    **{k: round(v, 4) for k, v in terms.items()},
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
+            )
+    model.eval()
+    return model, prep, time.perf_counter() - t0

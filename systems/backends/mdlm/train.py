@@ -20,12 +20,11 @@ import json
 import math
 import random
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 
+from bench import kernels
 from bench.types import JSON, TaskSpec
 from systems.backends.mdlm.conditioning import EXAMPLE_PREFIX, LineEmbedder, line_batch, window_ids
 from systems.backends.mdlm.model import Lines, MaskedDiffusionTransformer, ModelConfig
@@ -427,20 +426,8 @@ def train_model(
 ) -> tuple[MaskedDiffusionTransformer, Prepared, float]:
     """Train from scratch; returns (model in eval mode, prepared tokenizer/plan, seconds)."""
     t0 = time.perf_counter()
-    with single_thread(cfg.threads):
+    with kernels.training(cfg.threads):
         return _train(spec, cfg, seed, log, t0)
-
-
-@contextmanager
-def single_thread(n: int | None) -> Iterator[None]:
-    """Run with `n` torch threads (1 by default: on a shared 2-core box one thread is ~4x faster)."""
-    old = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def _train(
