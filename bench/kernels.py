@@ -15,11 +15,12 @@ bench, before torch, and spawned workers inherit them. A user's own setting of a
 the process is not portable and `key_part()` says so instead of keying a model as portable.
 
 The same weights on one machine also need the same order of sums from run to run. With more than one
-thread, torch's CPU backward of indexing (`k[rows]`, the embedding's gather) accumulates in an order
-that depends on thread timing, and on a loaded box the embedded DLM's weights came out different from
-run to run (docs/reproducing.md). `training()` therefore also turns on torch's deterministic algorithms
-while a model trains with portable kernels. They give other bits than the usual path, hence
-`portable-2`.
+thread, torch's CPU backward of indexing (`k[rows]` in the embedded DLM's copy head, an embedding's
+gather) accumulates in an order that depends on thread timing, and on a loaded box a 2-thread training
+came out different from run to run (docs/reproducing.md, "On one machine under load"). `training()`
+therefore runs every training with torch's deterministic algorithms. On one thread they give the bits
+the usual path gives (measured), so a 1-thread model (the default) keeps its key and its weights; with
+more threads they give other bits, and `key_part` marks such models.
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ PORTABLE_ENV: dict[str, str] = {
 }
 """The variables `pin()` sets; `PORTABLE_VERSION` names this set in cache keys."""
 
-PORTABLE_VERSION = "portable-2"
-"""portable-1 (stop 46) lacked the deterministic training algorithms (`training()`)."""
+PORTABLE_VERSION = "portable-1"
+DETERMINISTIC_BACKWARD = "deterministic-1"
+"""Names, in a multi-thread model's key, the deterministic algorithms `training()` runs."""
 SWITCH = "BENCH_PORTABLE_KERNELS"
 """Set to 1 (or pass `bench run --portable-kernels`) to run the portable kernels."""
 
@@ -128,14 +130,16 @@ def _numpy_dispatches_above_baseline() -> bool:
     return bool(features.get("X86_V3") or features.get("X86_V4"))
 
 
-def key_part() -> JSON:
-    """What enters a trained model's cache key and identity: the portable set's name when it runs,
-    nothing otherwise (so every key from before portable kernels existed stays valid).
+def key_part(threads: int | None = 1) -> JSON:
+    """What enters a trained model's cache key and identity: the portable set's name when it runs, and
+    for a model trained on more than `threads` = 1 the deterministic backward (`training()`); nothing
+    otherwise, so every 1-thread key from before these existed stays valid.
 
     Raises when portable kernels were asked for but do not run (torch loaded before `pin()`, or a
     variable set to something else by hand): such a model would be keyed portable and not be."""
+    part: JSON = {"backward": DETERMINISTIC_BACKWARD} if threads and threads > 1 else {}
     if not wanted():
-        return {}
+        return part
     if not portable():
         from bench.errors import BenchError
 
@@ -145,22 +149,21 @@ def key_part() -> JSON:
             "Python starts, or import bench before torch and numpy, so the libraries load with the "
             "portable settings (an x86-64 CPU with AVX2 is needed)"
         )
-    return {"kernels": PORTABLE_VERSION}
+    return {"kernels": PORTABLE_VERSION, **part}
 
 
 @contextmanager
 def training(threads: int | None) -> Iterator[None]:
-    """Torch set up to train a model: `threads` torch threads (None: as they are) and, with portable
-    kernels, torch's deterministic algorithms, so a loaded machine gives the same weights as an idle
-    one (module doc). Both are restored afterwards; a training's forward passes give the same bits
-    either way (measured), so only the backward's order of sums changes."""
+    """Torch set up to train a model: `threads` torch threads (None: as they are) and torch's
+    deterministic algorithms, so a loaded machine trains the bits an idle one does (module doc). Both
+    are restored afterwards. A training's forward passes give the same bits either way (measured);
+    only the backward's order of sums changes, and on one thread not even that."""
     import torch
 
     old_threads, old_deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     if threads:
         torch.set_num_threads(threads)
-    if wanted():
-        torch.use_deterministic_algorithms(True)
+    torch.use_deterministic_algorithms(True)
     try:
         yield
     finally:

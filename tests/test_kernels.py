@@ -13,6 +13,7 @@ import pytest
 
 from bench import kernels
 from bench.errors import BenchError
+from benchmarks.kernels.loaded import result, start
 from benchmarks.kernels.portable import clean_env
 from tests.filesuite import run, two_system_suite
 from tests.tiny_dlm import TINY_DLM
@@ -34,34 +35,13 @@ def _has_avx2() -> bool:
     return bool(kernels.cpu_model().get("avx2"))
 
 
-def _start(extra_env: dict[str, str], threads: int = 1) -> subprocess.Popen:
-    """Start training the tiny DLM a few steps in a fresh process with `extra_env` (see `_train`)."""
-    params = json.dumps(TINY_DLM | {"train_steps": 6, "vocab_size": 400})
-    cmd = ["-m", "benchmarks.kernels.weights", "--steps", "6", "--threads", str(threads), "--params", params]
-    return subprocess.Popen(
-        [sys.executable, *cmd],
-        cwd=ROOT,
-        env=clean_env() | extra_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def _result(proc: subprocess.Popen) -> dict:
-    """A started training's weights hash and kernels (its last line of output)."""
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 0, err
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def _train(extra_env: dict[str, str]) -> dict:
     """Train the tiny DLM a few steps in a fresh process with `extra_env`; its weights hash and kernels.
 
     One torch thread: what is compared here is the ISA the libraries may use, and nothing else (the
     thread count and a loaded machine are `test_portable_kernels_train_the_same_weights_on_a_loaded_
     machine`'s)."""
-    return _result(_start(extra_env))
+    return result(start(extra_env, threads=1))
 
 
 @pytest.mark.slow
@@ -83,29 +63,28 @@ def test_portable_kernels_train_the_same_weights_whatever_isa_the_cpu_offers():
 
 
 @pytest.mark.slow
-def test_portable_kernels_train_the_same_weights_on_a_loaded_machine():
-    """Two threads, three trainings at once on this box (so each runs beside two others). Before
-    portable-2, torch's CPU backward of indexing summed in an order set by thread timing: 16 such
-    trainings under load gave 5 distinct weight hashes (docs/reproducing.md); with the deterministic
-    algorithms `kernels.training()` turns on, every one gave the same."""
-    if not _has_avx2():
+@pytest.mark.parametrize("portable", [False, True], ids=["own kernels", "portable kernels"])
+def test_two_thread_trainings_give_the_same_weights_on_a_loaded_machine(portable):
+    """Three 2-thread trainings at once on this box (each beside two others). Without the deterministic
+    algorithms `kernels.training()` turns on, torch's CPU backward of indexing summed in an order set
+    by thread timing: 12 such trainings gave 6 distinct weight hashes (docs/reproducing.md)."""
+    if portable and not _has_avx2():
         pytest.skip("no AVX2: nothing is portable here")
-    procs = [_start({kernels.SWITCH: "1"}, threads=2) for _ in range(3)]
-    hashes = {_result(p)["sha256"] for p in procs}
+    env = {kernels.SWITCH: "1"} if portable else {}
+    procs = [start(env, threads=2) for _ in range(3)]
+    hashes = {result(p)["sha256"] for p in procs}
     assert len(hashes) == 1, hashes
 
 
-def test_training_is_deterministic_only_with_portable_kernels_and_restores_torch(monkeypatch):
-    """`kernels.training()` sets the threads, turns deterministic algorithms on only when portable
-    kernels are asked for (the default path keeps its bits), and restores both."""
+def test_training_runs_deterministic_algorithms_and_restores_torch():
+    """`kernels.training()` sets the threads and torch's deterministic algorithms, and restores both,
+    also when the training raises."""
     import torch
 
     before = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-    monkeypatch.delenv(kernels.SWITCH, raising=False)
     with kernels.training(1):
-        assert torch.get_num_threads() == 1 and not torch.are_deterministic_algorithms_enabled()
+        assert torch.get_num_threads() == 1 and torch.are_deterministic_algorithms_enabled()
     assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == before
-    monkeypatch.setenv(kernels.SWITCH, "1")
     with pytest.raises(RuntimeError, match="inside"):
         with kernels.training(None):
             assert torch.get_num_threads() == before[0] and torch.are_deterministic_algorithms_enabled()
@@ -113,18 +92,50 @@ def test_training_is_deterministic_only_with_portable_kernels_and_restores_torch
     assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == before
 
 
-def test_only_portable_kernels_enter_a_cache_key(monkeypatch):
-    """Off (the default), keys are what they were before portable kernels existed; on, they say so."""
+@pytest.mark.slow
+def test_the_deterministic_backward_keeps_a_one_thread_model_bit_for_bit():
+    """Why a 1-thread model keeps its key: with one thread the deterministic algorithms sum in the order
+    the usual path does (the default-size model after 60 steps had the same hash both ways, measured;
+    here the tiny model), so every cached 1-thread model is still the model its key names."""
+    import torch
+
+    from bench.tasks import load_task
+    from benchmarks.kernels.weights import weights_hash
+    from systems.backends.mdlm.backend import MDLMParams
+    from systems.backends.mdlm.train import _train
+
+    spec = load_task("multiwoz/train", n_references=64, n_holdout=32)
+    cfg = MDLMParams(**TINY_DLM | {"train_steps": 6, "vocab_size": 400, "threads": 1}).train_config()
+    hashes = []
+    old = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    try:
+        for deterministic in (False, True):
+            torch.set_num_threads(1)
+            torch.use_deterministic_algorithms(deterministic)
+            hashes.append(weights_hash(_train(spec, cfg, 0, None, 0.0)[0]))
+    finally:
+        torch.set_num_threads(old[0])
+        torch.use_deterministic_algorithms(old[1])
+    assert hashes[0] == hashes[1]
+
+
+def test_only_portable_kernels_and_more_threads_enter_a_cache_key(monkeypatch):
+    """Off (the default) and on one thread, keys are what they were before portable kernels and the
+    deterministic backward existed; portable kernels and a multi-thread training say so."""
     from systems.backends.difflm.train import DiffLMTrainConfig
     from systems.backends.mdlm.backend import MDLMParams, train_key
 
     monkeypatch.delenv(kernels.SWITCH, raising=False)
-    assert kernels.key_part() == {}
-    assert "kernels" not in train_key(MDLMParams(**TINY_DLM).train_config())
-    assert "kernels" not in DiffLMTrainConfig().key()
+    assert kernels.key_part() == {} and kernels.key_part(None) == {}
+    one, two = MDLMParams(**TINY_DLM).train_config(), MDLMParams(**TINY_DLM | {"threads": 2}).train_config()
+    assert "kernels" not in train_key(one) and "backward" not in train_key(one)
+    assert train_key(two)["backward"] == kernels.DETERMINISTIC_BACKWARD and "kernels" not in train_key(two)
+    assert "kernels" not in DiffLMTrainConfig().key() and "backward" not in DiffLMTrainConfig().key()
+    assert DiffLMTrainConfig(threads=2).key()["backward"] == kernels.DETERMINISTIC_BACKWARD
     monkeypatch.setattr(kernels, "portable", lambda: True)  # as in a process that started pinned
     monkeypatch.setenv(kernels.SWITCH, "1")
-    assert train_key(MDLMParams(**TINY_DLM).train_config())["kernels"] == kernels.PORTABLE_VERSION
+    assert train_key(one)["kernels"] == kernels.PORTABLE_VERSION and "backward" not in train_key(one)
+    assert train_key(two)["backward"] == kernels.DETERMINISTIC_BACKWARD
     assert DiffLMTrainConfig().key()["kernels"] == kernels.PORTABLE_VERSION
 
 

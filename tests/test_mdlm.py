@@ -367,7 +367,8 @@ def test_the_baselines_key_their_training_by_thread_count_too() -> None:
     for cfg in (DiffLMTrainConfig, DLMTrainConfig):
         assert "threads" not in cfg(threads=1).key()
         assert cfg(threads=2).key()["threads"] == 2
-        assert {k: v for k, v in cfg(threads=2).key().items() if k != "threads"} == cfg(threads=1).key()
+        two = {k: v for k, v in cfg(threads=2).key().items() if k not in ("threads", "backward")}
+        assert two == cfg(threads=1).key()  # the thread count and its deterministic backward (bench.kernels)
 
 
 @needs_data

@@ -54,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--params", default="{}", help="MDLMParams overrides, JSON")
+    ap.add_argument(
+        "--backward",
+        choices=["deterministic", "usual"],
+        default="deterministic",
+        help="usual: train without the deterministic algorithms kernels.training() turns on (to measure them)",
+    )
     args = ap.parse_args(argv)
     if args.probe == "ops":
         print(json.dumps({"ops": ops_hashes(), "kernels": kernels.identity()}), flush=True)
@@ -63,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     from systems.backends.mdlm.backend import MDLMParams
     from systems.backends.mdlm.train import train_model
 
+    if args.backward == "usual":
+        import torch
+
+        torch.use_deterministic_algorithms = lambda *_, **__: None  # training() cannot turn them on
     spec = load_task(args.task, n_references=64, n_holdout=32)
     params = MDLMParams(**({"train_steps": args.steps, "threads": args.threads} | json.loads(args.params)))
     model, _, seconds = train_model(spec, params.train_config(), 0)

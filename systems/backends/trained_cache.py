@@ -49,9 +49,10 @@ def config_key(config: object) -> JSON:
 
     The thread count orders torch's float reductions, so it changes the weights (the embedded DLM's are
     2e-5 apart after 20 steps at 1 and 2 threads); 1, the default, keeps the keys models had before it
-    entered them. The kernels (bench.kernels) enter the same way: only when portable ones run."""
+    entered them. The kernels (bench.kernels) enter the same way: only when portable ones run, or when
+    more than one thread trains (the deterministic backward)."""
     fields = {k: v for k, v in asdict(config).items() if not (k == "threads" and v == 1)}  # type: ignore[call-overload]
-    return {**fields, **kernels.key_part()}
+    return {**fields, **kernels.key_part(fields.get("threads", 1))}
 
 
 @contextmanager

@@ -233,9 +233,10 @@ def train_key(cfg: TrainConfig) -> JSON:
     knobs existed stay valid. The torch thread count is one of them: it changes the order of float
     reductions, so the weights (measured: 2e-5 apart after 20 steps) and in the end the records of a
     1 and a 2-thread build differ; the default, 1 thread, keeps the key it always had. The kernels
-    (bench.kernels) enter the same way: only when portable ones run."""
+    (bench.kernels) enter the same way: only when portable ones run, or when more than one thread trains
+    (the deterministic backward)."""
     knobs = {k: v for k, v in asdict(cfg).items() if not (k in OPT_IN_KNOBS and v == OPT_IN_KNOBS[k])}
-    return {**knobs, **kernels.key_part()}
+    return {**knobs, **kernels.key_part(cfg.threads)}
 
 
 def trained_threads(meta: JSON) -> int:
