@@ -33,20 +33,15 @@ TINY = {
 """tests/tiny_dlm.py's configuration (a benchmark does not import the tests): a step takes ~1 s."""
 
 
-def start(extra_env: dict[str, str], threads: int, steps: int = 6) -> subprocess.Popen:
+def start(
+    extra_env: dict[str, str], threads: int, steps: int = 6, backward: str = "deterministic"
+) -> subprocess.Popen:
     """Start `benchmarks.kernels.weights` (train `steps` steps of the tiny DLM, print its weights hash)
-    in a fresh process with the kernel settings cleared and then `extra_env` set."""
+    in a fresh process with the kernel settings cleared and then `extra_env` set; `backward` "usual"
+    trains without the deterministic algorithms (to measure what they change)."""
     params = json.dumps(TINY | {"train_steps": steps, "vocab_size": 400})
-    cmd = [
-        "-m",
-        "benchmarks.kernels.weights",
-        "--steps",
-        str(steps),
-        "--threads",
-        str(threads),
-        "--params",
-        params,
-    ]
+    cmd = ["-m", "benchmarks.kernels.weights", "--steps", str(steps), "--threads", str(threads)]
+    cmd += ["--params", params, "--backward", backward]
     return subprocess.Popen(
         [sys.executable, *cmd],
         cwd=ROOT,
