@@ -38,8 +38,8 @@ def _has_avx2() -> bool:
 def _train(extra_env: dict[str, str]) -> dict:
     """Train the tiny DLM a few steps in a fresh process with `extra_env`; its weights hash and kernels.
 
-    One torch thread: what is compared here is the ISA the libraries may use, and nothing else (the
-    thread count and a loaded machine are `test_portable_kernels_train_the_same_weights_on_a_loaded_
+    One torch thread: what is compared here is the ISA the libraries may use, and nothing else (two
+    threads on a loaded machine are `test_two_thread_trainings_give_the_same_weights_on_a_loaded_
     machine`'s)."""
     return result(start(extra_env, threads=1))
 
