@@ -75,29 +75,35 @@ def _timed(text: str, finish_reason: str | None = "stop") -> tuple[object, float
     return ext, time.perf_counter() - t0
 
 
+HANG_GUARD_S = 30.0
+"""Seconds after which an extraction counts as hung (test_hostile_outputs_are_classified_without_hanging)."""
+
+
 @pytest.mark.parametrize(
-    ("name", "text", "status", "bound_s"),
+    ("name", "text", "status"),
     [
-        ("10 MB of prose", "x" * 10_000_000, INVALID, 1.0),
-        ("10 MB string value", '{"a": "' + "b" * 10_000_000 + '"}', INVALID, 1.0),
-        ("10 MB unterminated string", '{"a": "' + "b" * 10_000_000, INVALID, 1.0),
-        ("10 MB of escapes", '{"a": "' + "\\n" * 5_000_000 + '"}', INVALID, 1.0),
-        ("10k-deep objects", '{"a":' * 10_000 + "1" + "}" * 10_000, INVALID, 0.5),
-        ("10k-deep arrays", '{"a":' + "[" * 10_000 + "]" * 10_000 + "}", INVALID, 0.5),
-        ("10k-deep unclosed", "{" + "[" * 10_000, INVALID, 0.5),
-        ("100k opening braces", "{" * 100_000, INVALID, 0.5),
-        ("fence never closed", "```json\n" + "{" * 50_000, INVALID, 0.5),
-        ("NaN deep inside", '{"a": [' + "1," * 100_000 + "NaN]}", INVALID, 0.5),
-        ("many duplicate keys", "{" + ",".join('"k": 1' for _ in range(50_000)) + "}", INVALID, 0.5),
-        ("lone surrogate raw", '{"a": "\ud800"}', INVALID, 0.1),
+        ("10 MB of prose", "x" * 10_000_000, INVALID),
+        ("10 MB string value", '{"a": "' + "b" * 10_000_000 + '"}', INVALID),
+        ("10 MB unterminated string", '{"a": "' + "b" * 10_000_000, INVALID),
+        ("10 MB of escapes", '{"a": "' + "\\n" * 5_000_000 + '"}', INVALID),
+        ("10k-deep objects", '{"a":' * 10_000 + "1" + "}" * 10_000, INVALID),
+        ("10k-deep arrays", '{"a":' + "[" * 10_000 + "]" * 10_000 + "}", INVALID),
+        ("10k-deep unclosed", "{" + "[" * 10_000, INVALID),
+        ("100k opening braces", "{" * 100_000, INVALID),
+        ("fence never closed", "```json\n" + "{" * 50_000, INVALID),
+        ("NaN deep inside", '{"a": [' + "1," * 100_000 + "NaN]}", INVALID),
+        ("many duplicate keys", "{" + ",".join('"k": 1' for _ in range(50_000)) + "}", INVALID),
+        ("lone surrogate raw", '{"a": "\ud800"}', INVALID),
     ],
 )
-def test_hostile_outputs_are_classified_within_time_bounds(
-    name: str, text: str, status: SampleStatus, bound_s: float
-) -> None:
+def test_hostile_outputs_are_classified_without_hanging(name: str, text: str, status: SampleStatus) -> None:
+    """A broken model output is a scored failure, never a hang. A quadratic or exponential path on these
+    inputs would take hours, the linear one takes well under a second on an idle box; the guard is
+    generous so that a loaded CI machine cannot fail it (a 1-second bound failed at 1.43 s beside a
+    training, 2026-12-06). How fast extraction is belongs to benchmarks, not to a test."""
     ext, seconds = _timed(text)
     assert ext.status is status, (name, ext.error)
-    assert seconds < bound_s, f"{name}: {seconds:.3f}s"
+    assert seconds < HANG_GUARD_S, f"{name}: {seconds:.3f}s"
 
 
 def test_depth_limit_is_exact() -> None:
