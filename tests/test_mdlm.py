@@ -131,6 +131,7 @@ def test_opt_in_knobs_enter_the_cache_key_only_when_on() -> None:
     assert not set(OPT_IN_KNOBS) & set(train_key(TrainConfig()))
     assert train_key(TrainConfig(rope=True))["rope"] is True
     assert train_key(TrainConfig(high_noise=0.5))["high_noise"] == 0.5
+    assert train_key(TrainConfig(value_mask=0.3))["value_mask"] == 0.3
     assert train_key(TrainConfig(pre_tokenizer="phrase"))["pre_tokenizer"] == "phrase"
     assert train_key(TrainConfig(pre_tokenizer="digits"))["pre_tokenizer"] == "digits"
     assert train_key(TrainConfig(pre_tokenizer="digit-pairs"))["pre_tokenizer"] == "digit-pairs"
@@ -536,6 +537,44 @@ def test_named_positions_are_the_first_token_of_a_value_a_set_note_names() -> No
                 named += 1
             rows += 1
     assert named >= rows // 4  # set notes are in every prompt; skeleton rows and failed edits have none
+
+
+@needs_data
+def test_value_mask_rows_mask_exactly_every_field_value_at_t_one() -> None:
+    """A `value_mask` row (a row with a note) masks the tokens of every field value and nothing else
+    (keys, punctuation and padding stay visible) and counts as t = 1; rows without notes keep LLaDA's
+    draw, and with the knob at 0 the batch has no such rows and the masks are the plain draw's."""
+    import json
+    import re
+
+    from systems.backends.mdlm.train import TrainConfig, draw_masks, make_batch, prepare
+
+    spec = load("multiwoz/train")
+    cfg = TrainConfig(vocab_size=400, value_mask=1.0, skeleton_fraction=0.0, note_pool=200)
+    prep = prepare(spec, cfg)
+    batch = make_batch(prep, spec, cfg, random.Random(0))
+    assert batch.values is not None
+    masked, t = draw_masks(batch, cfg, torch.Generator().manual_seed(0))
+    P, rows = cfg.max_prompt_tokens, batch.values.any(dim=1)
+    assert 0 < int(rows.sum()) < batch.ids.shape[0]
+    for b in rows.nonzero().flatten().tolist():
+        assert torch.equal(masked[b], batch.values[b]) and float(t[b]) == 1.0
+        ids = batch.ids[b, P:].tolist()
+        record = json.loads(prep.tok.decode(i for i in ids if i >= 5))
+        shown = "".join(
+            "#" if batch.values[b, P + k] else prep.tok.decode([i]) for k, i in enumerate(ids) if i >= 5
+        )
+        assert re.sub("#+", "#", shown) == json.dumps({k: "#" for k in record})  # values, one run each
+    unnoted = TrainConfig(vocab_size=400, value_mask=1.0, skeleton_fraction=0.0, note_pool=200, note_prob=0)
+    assert make_batch(prep, spec, unnoted, random.Random(0)).values is None  # only rows with a note
+    plain = TrainConfig(vocab_size=400, skeleton_fraction=0.0, note_pool=200)
+    batch0 = make_batch(prep, spec, plain, random.Random(0))
+    assert batch0.values is None
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    masked0, t0 = draw_masks(batch0, plain, g1)
+    t_ref = (1 - plain.eps) * torch.rand((batch0.ids.shape[0], 1), generator=g2) + plain.eps
+    assert torch.equal(t0, t_ref)
+    assert torch.equal(masked0, batch0.maskable & (torch.rand(batch0.ids.shape, generator=g2) < t_ref))
 
 
 @needs_data

@@ -129,6 +129,13 @@ class MDLMParams(BaseModel):
         le=1,
         description="Share of training rows with noise level t ~ U(0.9, 1) (train.noise_levels)",
     )
+    value_mask: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of natural-form training rows with a note whose field values are all masked, "
+        "the rest visible (train.TrainConfig.value_mask)",
+    )
     skeleton_fraction: float = Field(0.4, ge=0, le=1, description="Share of training examples in slot form")
     note_kinds: list[Literal["value", "set", "relation", "length", "novelty"]] = Field(
         ["value", "set", "relation", "length", "novelty"], description="Note kinds training prompts carry"
@@ -206,6 +213,7 @@ class MDLMParams(BaseModel):
             max_slot_tokens=self.max_slot_tokens,
             skeleton_fraction=self.skeleton_fraction,
             high_noise=self.high_noise,
+            value_mask=self.value_mask,
             copy_head=self.copy_head,
             copy_sentinel=self.copy_sentinel,
             translate_head=self.translate_head,
@@ -247,6 +255,7 @@ def trained_threads(meta: JSON) -> int:
 OPT_IN_KNOBS: dict[str, object] = {
     "rope": False,
     "high_noise": 0.0,
+    "value_mask": 0.0,
     "pre_tokenizer": "gpt2",
     "copy_sentinel": False,
     "translate_head": False,

@@ -73,6 +73,17 @@ class TrainConfig:
 
     The sampler's first, irrevocable commits are made at high noise, where a uniform draw gives few rows
     (docs/systems-diffusion.md, the `high_noise` bullet under competence); 0 keeps LLaDA's uniform draw exactly."""
+    value_mask: float = 0.0
+    """Share of the natural-form training rows with a note whose field values are all masked, the rest
+    of the record left visible.
+
+    Under uniform masking a masked value is mostly predicted from the visible ones (a MultiWOZ train ID
+    fixes the day and the times), so a note adds little to the loss and the body never learned to read
+    a note that names no value (docs/systems-diffusion.md, "Set notes are not read"). In these rows the
+    prompt and the keys are all a value can be read from; each counts as the ELBO term at t = 1. Masking
+    the values of rows without notes too changed nothing, and a share of 1 broke the records' structure next
+    to noted fields (the same page, "Masking every value of the rows that carry a note"). 0: LLaDA's
+    masking in every row."""
     copy_head: bool = True
     copy_sentinel: bool = False
     """The copy gate is a sentinel key in the copy attention (model.MaskedDiffusionTransformer._pointer)."""
@@ -313,6 +324,9 @@ class Batch:
     maskable: torch.Tensor
     weight: torch.Tensor
     lines: Lines | None
+    values: torch.Tensor | None = None
+    """(B, P+R) bool: in the rows `TrainConfig.value_mask` drew, every response token of a field value,
+    the positions masked there instead of a uniform draw (`_steps`); None when no row was drawn."""
     named: torch.Tensor | None = None
     """(B, P+R) bool: the first response token of each value a set note names by description, where
     the translate route is supervised (`_steps`); None when no example has one or without
@@ -336,6 +350,7 @@ def make_batch(
     maskable = torch.zeros((B, P + R), dtype=torch.bool)
     weight = torch.ones((B, P + R))
     named = torch.zeros((B, P + R), dtype=torch.bool)
+    values = torch.zeros((B, P + R), dtype=torch.bool)
     questions = item_prompts(spec)
     k = rng.choice((1, 2, 2)) if rng.random() < cfg.example_prob else 0
     texts, token_lines = [], []
@@ -381,6 +396,9 @@ def make_batch(
                 weight[b, P + i] = cfg.hint_weight
             for i in hinted_positions(tok, resp, rec, noted_values(notes, rec)):
                 weight[b, P + i] = max(float(weight[b, P + i]), cfg.note_weight)
+            if cfg.value_mask and notes and rng.random() < cfg.value_mask:
+                for i in hinted_positions(tok, resp, rec, field_values(rec)):
+                    values[b, P + i] = True
             if cfg.translate_head and any(n.kind == "set" for n in notes):
                 shown = tok.decode([t for t in p if t >= len(SPECIALS)])  # the window the route reads
                 for n in notes:
@@ -394,7 +412,22 @@ def make_batch(
     lines = (
         line_batch(texts, cfg.line_slots, embedder, token_lines, P) if cfg.line_slots and embedder else None
     )
-    return Batch(ids, attn, maskable, weight, lines, named if bool(named.any()) else None)
+    return Batch(
+        ids,
+        attn,
+        maskable,
+        weight,
+        lines,
+        values=values if bool(values.any()) else None,
+        named=named if bool(named.any()) else None,
+    )
+
+
+def field_values(record: JSON) -> list[tuple[str, str]]:
+    """(key, value text) of a record's top-level scalar fields: what a `value_mask` row masks.
+
+    Lists and objects are left visible (their spans are not one value); the families with notes are flat."""
+    return [(k, hint_text(v)) for k, v in record.items() if isinstance(v, (str, int, float, bool))]
 
 
 def copy_alternates(tok: BPETokenizer) -> torch.Tensor:
@@ -492,6 +525,18 @@ def noise_levels(rows: int, cfg: TrainConfig, gen: torch.Generator) -> torch.Ten
     return torch.where(high, HIGH_NOISE_FROM + (1 - HIGH_NOISE_FROM) * t, t)
 
 
+def draw_masks(batch: Batch, cfg: TrainConfig, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(masked positions (B, P+R), noise levels (B, 1)) for one batch: each maskable position masked with
+    its row's probability t (LLaDA's forward process), except in `value_mask` rows, where exactly the
+    field values are masked and t is 1. Without such rows the random stream is the plain draw's."""
+    t = noise_levels(batch.ids.shape[0], cfg, gen)
+    masked = batch.maskable & (torch.rand(batch.ids.shape, generator=gen) < t)
+    if batch.values is None:
+        return masked, t
+    rows = batch.values.any(dim=1, keepdim=True)
+    return torch.where(rows, batch.values, masked), torch.where(rows, torch.ones_like(t), t)
+
+
 def translate_loss(
     lt: torch.Tensor,
     g: torch.Tensor,
@@ -525,8 +570,7 @@ def _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar, embedder) -> Non
             g["lr"] = lr
         batch = make_batch(prep, spec, cfg, rng, embedder)
         ids, attn, maskable, tok_weight = batch.ids, batch.attn, batch.maskable, batch.weight
-        t = noise_levels(ids.shape[0], cfg, gen)
-        masked = maskable & (torch.rand(ids.shape, generator=gen) < t)
+        masked, t = draw_masks(batch, cfg, gen)
         noisy = torch.where(masked, torch.full_like(ids, prep.tok.mask_id), ids)
         weights = (tok_weight / t.expand_as(ids))[masked]
         denom = maskable.sum(dim=1, keepdim=True).clamp_min(1).expand_as(ids)[masked].float()
