@@ -1,14 +1,5 @@
-"""The embedded DLM's smallest test configuration: trains in seconds, with small note and example pools
-so the MiniLM set-up (conditioning.py) stays short. Quality bars use the default size
-(tests/test_diffusion_quality.py)."""
+"""The tests' name for the embedded DLM's smallest configuration (systems/backends/mdlm/tiny.py)."""
 
-TINY_DLM = {
-    "d_model": 48,
-    "n_layers": 2,
-    "n_heads": 2,
-    "d_ff": 96,
-    "train_steps": 30,
-    "batch_size": 8,
-    "note_pool": 40,
-    "example_pool": 8,
-}
+from systems.backends.mdlm.tiny import TINY_DLM
+
+__all__ = ["TINY_DLM"]

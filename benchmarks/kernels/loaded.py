@@ -20,17 +20,7 @@ from pathlib import Path
 
 from bench import kernels
 from benchmarks.kernels.portable import ROOT, clean_env
-
-TINY = {
-    "d_model": 48,
-    "n_layers": 2,
-    "n_heads": 2,
-    "d_ff": 96,
-    "batch_size": 8,
-    "note_pool": 40,
-    "example_pool": 8,
-}
-"""tests/tiny_dlm.py's configuration (a benchmark does not import the tests): a step takes ~1 s."""
+from systems.backends.mdlm.tiny import TINY_DLM
 
 
 def start(
@@ -39,7 +29,7 @@ def start(
     """Start `benchmarks.kernels.weights` (train `steps` steps of the tiny DLM, print its weights hash)
     in a fresh process with the kernel settings cleared and then `extra_env` set; `backward` "usual"
     trains without the deterministic algorithms (to measure what they change)."""
-    params = json.dumps(TINY | {"train_steps": steps, "vocab_size": 400})
+    params = json.dumps(TINY_DLM | {"train_steps": steps, "vocab_size": 400})
     cmd = ["-m", "benchmarks.kernels.weights", "--steps", str(steps), "--threads", str(threads)]
     cmd += ["--params", params, "--backward", backward]
     return subprocess.Popen(
