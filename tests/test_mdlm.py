@@ -578,6 +578,43 @@ def test_value_mask_rows_mask_exactly_every_field_value_at_t_one() -> None:
 
 
 @needs_data
+def test_value_mask_rows_hide_every_value_the_translate_route_is_taught_on() -> None:
+    """With `value_mask` and `translate_head` together (the pair that makes set notes steer,
+    docs/systems-diffusion.md, "Both routes together"), the first token of a value a set note names is
+    a field-value token, so in a value-masked row it is always masked: the route is taught exactly where
+    the note is the only source of the value. Rows not drawn keep some named values visible."""
+    from systems.backends.mdlm.train import TrainConfig, draw_masks, make_batch, prepare
+
+    spec = load("multiwoz/train")
+    cfg = TrainConfig(
+        vocab_size=400,
+        value_mask=0.5,
+        translate_head=True,
+        skeleton_fraction=0.0,
+        note_pool=200,
+        note_prob=1.0,
+    )
+    prep = prepare(spec, cfg)
+    gen, rng = torch.Generator().manual_seed(0), random.Random(0)
+    drawn = undrawn = 0
+    for _ in range(4):
+        batch = make_batch(prep, spec, cfg, rng)
+        assert batch.named is not None and batch.values is not None
+        assert bool((batch.named & ~batch.maskable).sum() == 0)
+        masked, t = draw_masks(batch, cfg, gen)
+        rows = batch.values.any(dim=1)
+        for b in batch.named.any(dim=1).nonzero().flatten().tolist():
+            named = batch.named[b]
+            if rows[b]:
+                drawn += 1
+                assert bool((named <= batch.values[b]).all()) and bool((named <= masked[b]).all())
+                assert float(t[b]) == 1.0
+            else:
+                undrawn += int((named & ~masked[b]).any())
+    assert drawn > 0 and undrawn > 0
+
+
+@needs_data
 def test_swapped_hints_agree_with_the_record_they_train_on() -> None:
     from systems.skeleton_prompt import hint_text, leaf_items, training_example, value_pools
 
