@@ -125,7 +125,7 @@ def test_rope_is_a_complex_rotation_and_scores_depend_on_offsets_only() -> None:
 def test_opt_in_knobs_enter_the_cache_key_only_when_on() -> None:
     """Models trained before the `rope`, `high_noise` and `pre_tokenizer` knobs keep their cache keys;
     others get their own."""
-    from systems.backends.mdlm.backend import OPT_IN_KNOBS, train_key
+    from systems.backends.mdlm.backend import OPT_IN_KNOBS, TRANSLATE_REVISION, train_key
     from systems.backends.mdlm.train import TrainConfig
 
     assert not set(OPT_IN_KNOBS) & set(train_key(TrainConfig()))
@@ -136,6 +136,9 @@ def test_opt_in_knobs_enter_the_cache_key_only_when_on() -> None:
     assert train_key(TrainConfig(pre_tokenizer="digits"))["pre_tokenizer"] == "digits"
     assert train_key(TrainConfig(pre_tokenizer="digit-pairs"))["pre_tokenizer"] == "digit-pairs"
     assert train_key(TrainConfig(pre_tokenizer="numbers"))["pre_tokenizer"] == "numbers"
+    # the translate head's training path changed its weights' bits: its builds carry the revision
+    assert "translate_revision" not in train_key(TrainConfig(copy_sentinel=True))
+    assert train_key(TrainConfig(translate_head=True))["translate_revision"] == TRANSLATE_REVISION >= 2
 
 
 def test_phrase_pre_tokenization_merges_across_spaces_but_not_across_json_punctuation() -> None:
@@ -464,6 +467,10 @@ def test_sentinel_and_translate_heads_train_on_the_distribution_they_sample(
         structure = (targets >= 10) & (targets < 15)
         assert bool(structure.any()) and bool((lt[structure] < -27).all())  # translations: content only
         assert torch.allclose(m.target_log_probs(x, attn, where, targets), lp)  # one entry for callers
+        prompt_column = where.clone()
+        prompt_column[1, 7] = True  # training never masks the prompt; the response-only head refuses it
+        with pytest.raises(ValueError, match="prompt columns"):
+            m.translate_log_probs(x, attn, prompt_column, torch.cat([targets, targets[:1]]))
     else:
         lp = m.target_log_probs(x, attn, where, targets)
     assert torch.allclose(lp, picked, atol=1e-5)

@@ -244,7 +244,17 @@ def train_key(cfg: TrainConfig) -> JSON:
     (bench.kernels) enter the same way: only when portable ones run, or when more than one thread trains
     (the deterministic backward)."""
     knobs = {k: v for k, v in asdict(cfg).items() if not (k in OPT_IN_KNOBS and v == OPT_IN_KNOBS[k])}
+    if cfg.translate_head:
+        knobs["translate_revision"] = TRANSLATE_REVISION
     return {**knobs, **kernels.key_part(cfg.threads)}
+
+
+TRANSLATE_REVISION = 2
+"""Revision of the translate head's training path, in the key of `translate_head` builds only. 2
+(2026-12-06): the head runs on the response columns alone (model.translate_log_probs). The
+log-probabilities are the same bits, but the weight gradients sum over fewer rows, in another order, so
+the weights differ from revision 1's after a few steps (benchmarks.diffusion.translate_step); a build of
+revision 1 is not served for the new code."""
 
 
 def trained_threads(meta: JSON) -> int:
