@@ -29,13 +29,12 @@ import torch
 
 from bench.tasks import load_task
 from systems.backends.mdlm.backend import MDLMParams
-from systems.backends.mdlm.model import MaskedDiffusionTransformer, ModelConfig
+from systems.backends.mdlm.model import MaskedDiffusionTransformer
 from systems.backends.mdlm.train import (
-    content_tokens,
-    copy_alternates,
     draw_masks,
     line_embedder,
     make_batch,
+    new_model,
     prepare,
     translate_loss,
 )
@@ -61,18 +60,6 @@ def every_column(
     return lp, lt, g[rows, cols, 0]
 
 
-def response_columns(
-    model: MaskedDiffusionTransformer,
-    x: torch.Tensor,
-    attn: torch.Tensor,
-    where: torch.Tensor,
-    targets: Any,
-    lines: Any,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """What training calls now."""
-    return model.translate_log_probs(x, attn, where, targets, lines)
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="multiwoz/train")
@@ -88,23 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("--params must turn on translate_head (and keep copy_head)")
     prep = prepare(spec, cfg)
     torch.manual_seed(0)
-    model = MaskedDiffusionTransformer(
-        ModelConfig(
-            vocab_size=prep.tok.vocab_size,
-            max_len=cfg.max_prompt_tokens + prep.response_length,
-            prompt_width=cfg.max_prompt_tokens,
-            line_slots=cfg.line_slots,
-            d_model=cfg.d_model,
-            n_layers=cfg.n_layers,
-            n_heads=cfg.n_heads,
-            d_ff=cfg.d_ff,
-            rope=cfg.rope,
-            sentinel=cfg.copy_sentinel,
-            translate=True,
-        )
-    )
-    model.copyable.copy_(content_tokens(prep.tok))
-    model.alternate.copy_(copy_alternates(prep.tok))
+    model = new_model(prep, cfg)
     with torch.no_grad():  # away from the zero-initialised translation, so every term counts
         model.trans_tok.weight.normal_(std=0.02)
     embedder = line_embedder(cfg, prep, spec)
@@ -115,7 +86,10 @@ def main(argv: list[str] | None = None) -> None:
         masked, t = draw_masks(batch, cfg, gen)
         noisy = torch.where(masked, torch.full_like(batch.ids, prep.tok.mask_id), batch.ids)
         batches.append((batch, masked, t, noisy))
-    paths = {"every column (baseline)": every_column, "response columns": response_columns}
+    paths = {
+        "every column (baseline)": every_column,
+        "response columns": MaskedDiffusionTransformer.translate_log_probs,
+    }
     models = {name: copy.deepcopy(model).train() for name in paths}
     opts = {name: torch.optim.AdamW(m.parameters(), lr=cfg.lr) for name, m in models.items()}
     seconds: dict[str, list[float]] = {name: [] for name in paths}

@@ -469,23 +469,7 @@ def _train(
     torch.manual_seed(seed)
     rng = random.Random(seed)
     prep = prepare(spec, cfg)
-    mcfg = ModelConfig(
-        vocab_size=prep.tok.vocab_size,
-        max_len=cfg.max_prompt_tokens + prep.response_length,
-        prompt_width=cfg.max_prompt_tokens if cfg.copy_head else 0,
-        line_slots=cfg.line_slots,
-        d_model=cfg.d_model,
-        n_layers=cfg.n_layers,
-        n_heads=cfg.n_heads,
-        d_ff=cfg.d_ff,
-        rope=cfg.rope,
-        sentinel=cfg.copy_sentinel and cfg.copy_head,
-        translate=cfg.translate_head and cfg.copy_head,
-    )
-    model = MaskedDiffusionTransformer(mcfg)
-    if cfg.copy_head:
-        model.copyable.copy_(content_tokens(prep.tok))
-        model.alternate.copy_(copy_alternates(prep.tok))
+    model = new_model(prep, cfg)
     embedder = line_embedder(cfg, prep, spec)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01, betas=(0.9, 0.98))
     gen = torch.Generator().manual_seed(seed)
@@ -496,6 +480,31 @@ def _train(
         _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar, embedder)
     model.eval()
     return model, prep, time.perf_counter() - t0
+
+
+def new_model(prep: Prepared, cfg: TrainConfig) -> MaskedDiffusionTransformer:
+    """An untrained model shaped for `prep` (vocabulary, prompt window + response) and `cfg`, with the copy
+    head's content tokens and alternates set from the tokenizer; its initial weights come from torch's
+    global generator (seeded by the caller)."""
+    model = MaskedDiffusionTransformer(
+        ModelConfig(
+            vocab_size=prep.tok.vocab_size,
+            max_len=cfg.max_prompt_tokens + prep.response_length,
+            prompt_width=cfg.max_prompt_tokens if cfg.copy_head else 0,
+            line_slots=cfg.line_slots,
+            d_model=cfg.d_model,
+            n_layers=cfg.n_layers,
+            n_heads=cfg.n_heads,
+            d_ff=cfg.d_ff,
+            rope=cfg.rope,
+            sentinel=cfg.copy_sentinel and cfg.copy_head,
+            translate=cfg.translate_head and cfg.copy_head,
+        )
+    )
+    if cfg.copy_head:
+        model.copyable.copy_(content_tokens(prep.tok))
+        model.alternate.copy_(copy_alternates(prep.tok))
+    return model
 
 
 def line_embedder(cfg: TrainConfig, prep: Prepared, spec: TaskSpec) -> LineEmbedder | None:
