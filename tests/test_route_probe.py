@@ -64,5 +64,5 @@ def test_commits_charge_each_new_token_to_the_call_before_it() -> None:
         (x2, share(0, 0, 0, 0), share(0, 0, 0, 0)),
     ]
     got = commits(calls, mask, content)
-    want = {"content": [(0.9, 0.1), (0.4, 0.6)], "structure": [(0.2, 0.7)]}
+    want = {"content": [(0.9, 0.1, 25), (0.4, 0.6, 30)], "structure": [(0.2, 0.7, 9)]}
     assert {k: [pytest.approx(v) for v in vs] for k, vs in want.items()} == got

@@ -2,13 +2,14 @@
 copy head or the translation?
 
 `python -m benchmarks.diffusion.route_probe --params P [--task multiwoz/train] [--n 16] [--seed 0]
-[--json F]`
+[--system '{"notes": ["..."]}'] [--json F]`
 
 Every model call of the LLaDA sampler is recorded with the copy share (1 − the weight the vocabulary head
 keeps, `model._pointer`) and, for a `translate_head` model, the router's g at each position. A token
 committed between two calls is charged to the shares of the call before its commit. Rows: content
 tokens (those the copy head may copy) and structure tokens, with the mean shares and the share of commits
-where a route held more than half. Measured: docs/systems-diffusion.md, "Both routes together".
+where a route held more than half, and the tokens each route led. `--system` passes `llada` params (a note,
+a hint) to see which route serves them. Measured: docs/systems-diffusion.md, "Both routes together".
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -57,15 +59,16 @@ class RouteRecorder:
         del self.model._pointer, self.model.forward
 
 
-def commits(calls: list, mask_id: int, content: torch.Tensor) -> dict[str, list[tuple[float, float]]]:
-    """(copy share, router g) at each committed token, from the call before it was committed."""
-    out: dict[str, list[tuple[float, float]]] = {"content": [], "structure": []}
+def commits(calls: list, mask_id: int, content: torch.Tensor) -> dict[str, list[tuple[float, float, int]]]:
+    """(copy share, router g, token id) at each committed token, from the call before it was committed."""
+    out: dict[str, list[tuple[float, float, int]]] = {"content": [], "structure": []}
     for (x0, copy, g), (x1, _, _) in zip(calls, calls[1:], strict=False):
         if x0.shape != x1.shape:  # a new batch of rows
             continue
         for b, c in ((x0 == mask_id) & (x1 != mask_id)).nonzero().tolist():
-            kind = "content" if bool(content[int(x1[b, c])]) else "structure"
-            out[kind].append((float(copy[b, c]), float(g[b, c])))
+            token = int(x1[b, c])
+            kind = "content" if bool(content[token]) else "structure"
+            out[kind].append((float(copy[b, c]), float(g[b, c]), token))
     return out
 
 
@@ -75,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--params", default="{}", help="MDLMParams JSON (the build to probe)")
     ap.add_argument("--n", type=int, default=16, help="plain records")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--system", default="{}", help="llada params JSON for the prompt (notes, hints)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     spec = load_task(a.task, n_references=None, n_holdout=None)
@@ -88,37 +92,47 @@ def main(argv: list[str] | None = None) -> None:
     recorder = RouteRecorder(model)
     try:
         with torch.no_grad():
-            recs, _, texts = records(spec, _OneBackend(backend, cache), {}, a.n, a.seed)
+            recs, _, texts = records(spec, _OneBackend(backend, cache), json.loads(a.system), a.n, a.seed)
     finally:
         recorder.restore()
     by_kind = commits(recorder.calls, backend.tok.mask_id, model.copyable)
     row: dict[str, Any] = {
         "task": a.task,
         "params": json.loads(a.params),
+        "system": json.loads(a.system),
         "seed": a.seed,
         "parse_rate": sum(isinstance(r, dict) for r in recs) / a.n,
         "first_text": texts[0],
     }
-    print(f"{a.task}, {a.params}: plain parse {row['parse_rate']:.3f}; {texts[0][:160]}")
+    print(f"{a.task}, {a.params}, {a.system}: parse {row['parse_rate']:.3f}; {texts[0][:160]}")
     print(
         "| committed | tokens | mean copy share | copy > 0.5 | mean router g | g > 0.5 |\n|---|---:|---:|---:|---:|---:|"
     )
     for kind, v in by_kind.items():
         if not v:
             continue
-        copy, g = zip(*v, strict=True)
+        copy, g, tokens = zip(*v, strict=True)
+        led = {
+            route: Counter(backend.tok.token_text(t) for s, t in zip(shares, tokens, strict=True) if s > 0.5)
+            for route, shares in (("copy", copy), ("router", g))
+        }
         row[kind] = {
             "tokens": len(v),
             "mean_copy_share": statistics.mean(copy),
             "copy_led": sum(c > 0.5 for c in copy) / len(v),
             "mean_router_g": statistics.mean(g),
             "router_led": sum(x > 0.5 for x in g) / len(v),
+            "led_tokens": {route: dict(c.most_common(8)) for route, c in led.items()},
         }
         r = row[kind]
         print(
             f"| {kind} | {r['tokens']} | {r['mean_copy_share']:.4f} | {r['copy_led']:.3f} "
             f"| {r['mean_router_g']:.4f} | {r['router_led']:.3f} |"
         )
+    for kind in by_kind:
+        for route, top in row.get(kind, {}).get("led_tokens", {}).items():
+            if top:
+                print(f"{kind} tokens the {route} led: {top}")
     if a.json:
         Path(a.json).write_text(json.dumps(row, indent=1))
 
