@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from tiny_dlm import TINY_DLM
+from tiny_dlm import TINY_DLM, perturbed_head_model
 
 torch = pytest.importorskip("torch")
 
@@ -442,16 +442,8 @@ def test_sentinel_and_translate_heads_train_on_the_distribution_they_sample(
 ) -> None:
     """The training paths (`target_log_probs`, `translate_log_probs`) read the distribution `forward`
     normalises; with the sentinel a prompt with nothing to copy leaves all mass to the vocabulary."""
-    torch.manual_seed(3)
-    cfg = ModelConfig(
-        vocab_size=40, max_len=20, d_model=16, n_layers=2, n_heads=2, d_ff=32, prompt_width=8,
-        sentinel=sentinel, translate=translate,
-    )  # fmt: skip
-    m = MaskedDiffusionTransformer(cfg).eval()
-    with torch.no_grad():
-        for p in m.parameters():  # away from the zero-initialised translation, so every term counts
-            p.add_(0.3 * torch.randn_like(p))
-        m.copyable[10:15] = False
+    m = perturbed_head_model(3, sentinel, translate)
+    m.copyable[10:15] = False
     x = torch.randint(5, 40, (3, 20))
     x[0, :3] = 0
     attn = x != 0

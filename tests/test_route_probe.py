@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tiny_dlm import perturbed_head_model
 
 from benchmarks.diffusion.route_probe import RouteRecorder, commits
-from systems.backends.mdlm.model import MaskedDiffusionTransformer, ModelConfig
+from systems.backends.mdlm.model import MaskedDiffusionTransformer
 
 
 def _model(sentinel: bool, translate: bool) -> MaskedDiffusionTransformer:
-    torch.manual_seed(5)
-    cfg = ModelConfig(
-        vocab_size=40, max_len=20, d_model=16, n_layers=2, n_heads=2, d_ff=32, prompt_width=8,
-        sentinel=sentinel, translate=translate,
-    )  # fmt: skip
-    m = MaskedDiffusionTransformer(cfg).eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            p.add_(0.3 * torch.randn_like(p))
-    return m
+    return perturbed_head_model(5, sentinel, translate)
 
 
 def test_recording_leaves_the_distribution_alone_and_reads_the_mixture_weights() -> None:
