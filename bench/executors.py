@@ -29,9 +29,10 @@ def run_inline(jobs: Iterable[CellJob], on_done: OnDone) -> None:
         on_done(execute_cell(job))
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """On Linux, ask the kernel to SIGTERM this worker when the runner dies (even by SIGKILL), so an
-    orphan never keeps running a cell into a run directory that no process holds the lock of."""
+def die_with_parent(parent_pid: int) -> None:
+    """On Linux, ask the kernel to SIGTERM this process when its parent dies (even by SIGKILL), so an
+    orphan never keeps running: a worker never keeps running a cell into a run directory that no process
+    holds the lock of, and a helper process a cell started never outlives its worker."""
     if sys.platform.startswith("linux"):
         try:
             import ctypes
@@ -52,7 +53,7 @@ def _worker_main(conn: Connection, parent_pid: int | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # also discards a Ctrl-C left pending from start-up
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by the runner while spawning us
     if parent_pid is not None:
-        _die_with_parent(parent_pid)
+        die_with_parent(parent_pid)
     while True:
         try:
             job = conn.recv()
@@ -82,7 +83,11 @@ class ProcessPool:
 
     def _spawn(self) -> _Worker:
         parent, child = self.ctx.Pipe()
-        proc = self.ctx.Process(target=_worker_main, args=(child, os.getpid()), daemon=True)
+        # Not daemonic: a cell may start processes of its own (llada-grammar builds each token automaton
+        # in a forked child it can stop at a time budget), which multiprocessing refuses to a daemonic
+        # process. The runner still never leaves a worker behind: `run` stops and joins every worker on
+        # the way out, and a runner killed outright takes its workers with it (die_with_parent).
+        proc = self.ctx.Process(target=_worker_main, args=(child, os.getpid()), daemon=False)
         # SIGINT is blocked while the child starts: the child inherits the mask through exec, so a Ctrl-C
         # during its start-up stays pending until _worker_main ignores it (no KeyboardInterrupt traceback),
         # and the runner gets it the moment the mask is lifted. (Ignoring SIGINT here instead lost a Ctrl-C

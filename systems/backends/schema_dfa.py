@@ -178,8 +178,12 @@ def _moves_within_budget(
     """`_index_moves` in a forked child, stopped after `seconds` (a stuck native build cannot be
     interrupted from a thread)."""
     import multiprocessing
+    import os
 
-    with multiprocessing.get_context("fork").Pool(1) as pool:  # leaving the block terminates the child
+    from bench.executors import die_with_parent
+
+    # leaving the block terminates the child; a worker killed at its cell's timeout takes it along
+    with multiprocessing.get_context("fork").Pool(1, die_with_parent, (os.getpid(),)) as pool:
         pending = pool.apply_async(_index_moves, (regex, by_bytes, eos))
         try:
             return pending.get(timeout=seconds)
