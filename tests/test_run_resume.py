@@ -80,14 +80,17 @@ def test_sigkill_then_resume_matches_uninterrupted(suite_file, tmp_path):
         cache,
     ]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # A cell is finished once its cell.json, the last file it writes, is there (docs/architecture.md,
+    # "Sealed cells"). Waiting for metrics.json instead let the kill land between the two writes under
+    # load, and the test then counted an unsealed cell as finished.
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not list(run_dir.glob("cells/*/*/*/metrics.json")):
+    while time.monotonic() < deadline and not list(run_dir.glob("cells/*/*/*/cell.json")):
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    finished = cell_files(run_dir, "metrics.json")
-    assert 1 <= len(finished) < 3, "the kill should land after the first cell and before the last"
     before = cell_files(run_dir, "cell.json")
+    finished = {c for c, text in before.items() if json.loads(text)["status"] == "ok"}
+    assert 1 <= len(finished) < 3, "the kill should land after the first cell and before the last"
 
     resumed = run_suite(
         suite_file,
