@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     model = new_model(prep, cfg)
     with torch.no_grad():  # away from the zero-initialised translation, so every term counts
         model.trans_tok.weight.normal_(std=0.02)
-    embedder = line_embedder(cfg, prep, spec)
+    embedder = line_embedder(cfg, prep)
     rng, gen = random.Random(0), torch.Generator().manual_seed(0)
     batches = []
     for _ in range(a.steps + 1):

@@ -201,7 +201,7 @@ class MaskedDiffusionTransformer(nn.Module):
         translation chooses among values and never decides whether a value or a quote comes next: a
         build whose product spanned every token wrote `" "":":cambridge` where the router opened at a
         key, and parsed 0.062.
-        `parts` also returns (t, g), which training supervises (train._steps).
+        `parts` also returns (t, g), which training supervises (train.run_steps).
         """
         hn = self.ln_f(h)
         logits = hn @ self.tok.weight.T
@@ -238,7 +238,7 @@ class MaskedDiffusionTransformer(nn.Module):
         translate attention picks a prompt word (alpha over content tokens); that word's translation is
         a distribution over content tokens, from its id (what the word means) plus its state (what its
         line adds). g says whether a note constrains this position at all, from the position's state and
-        the state it read; both are trained on where set notes constrain the record (train._steps), so a
+        the state it read; both are trained on where set notes constrain the record (train.run_steps), so a
         rare note kind gets the signal a likelihood mixture would give it only once g is already open.
         """
         q, k = self.trans_q(hn), self.trans_k(hp)

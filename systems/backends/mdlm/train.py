@@ -20,7 +20,9 @@ import json
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -148,16 +150,9 @@ class Prepared:
 
 def prepare(spec: TaskSpec, cfg: TrainConfig, tok: BPETokenizer | None = None) -> Prepared:
     """Train the tokenizer on the references (JSON and prompt texts) unless given; size the response window."""
-    space = NoteSpace(spec)
-    kinds = [k for k in space.kinds() if k in cfg.note_kinds]
-    notes = note_pool(space, cfg.note_pool, kinds)
+    space, notes = task_notes(spec, cfg)
     if tok is None:
-        texts = [record_text(r) for r in spec.references]
-        rng = random.Random(0)
-        texts += [render_prompt(training_parts(spec, r, rng)) for r in spec.references]
-        texts += [n.text for ns in notes.values() for n in ns]
-        texts += [p for p in item_prompts(spec) if p is not None]
-        tok = train_bpe(texts, cfg.vocab_size, cfg.pre_tokenizer)
+        tok = train_bpe(tokenizer_texts(spec, notes), cfg.vocab_size, cfg.pre_tokenizer)
     plan = SkeletonPlan(spec.schema, spec.references, lambda s: len(tok.encode(s)), cfg.max_slot_tokens)
     nat = sorted(len(tok.encode(record_text(r))) + 1 for r in spec.references)
     q95 = nat[min(len(nat) - 1, int(0.95 * len(nat)))]
@@ -176,6 +171,23 @@ def prepare(spec: TaskSpec, cfg: TrainConfig, tok: BPETokenizer | None = None) -
     fit = [r for r in spec.references if len(tok.encode(record_text(r))) < window] or list(spec.references)
     examples = random.Random(7).sample(spec.references, min(cfg.example_pool, len(spec.references)))
     return Prepared(tok, plan, window, value_pools(spec.references), space, fit, notes, examples)
+
+
+def tokenizer_texts(spec: TaskSpec, notes: dict[str, list[Note]]) -> list[str]:
+    """What a task's tokenizer is trained on: its records, their rendered prompts, the training notes and
+    (per-item tasks) the questions."""
+    texts = [record_text(r) for r in spec.references]
+    rng = random.Random(0)
+    texts += [render_prompt(training_parts(spec, r, rng)) for r in spec.references]
+    texts += [n.text for ns in notes.values() for n in ns]
+    texts += [p for p in item_prompts(spec) if p is not None]
+    return texts
+
+
+def task_notes(spec: TaskSpec, cfg: TrainConfig) -> tuple[NoteSpace, dict[str, list[Note]]]:
+    """The task's note space and its training notes of the kinds `cfg` asks for."""
+    space = NoteSpace(spec)
+    return space, note_pool(space, cfg.note_pool, [k for k in space.kinds() if k in cfg.note_kinds])
 
 
 def note_pool(space: NoteSpace, n: int, kinds: list[str]) -> dict[str, list[Note]]:
@@ -326,10 +338,10 @@ class Batch:
     lines: Lines | None
     values: torch.Tensor | None = None
     """(B, P+R) bool: in the rows `TrainConfig.value_mask` drew, every response token of a field value,
-    the positions masked there instead of a uniform draw (`_steps`); None when no row was drawn."""
+    the positions masked there instead of a uniform draw (`run_steps`); None when no row was drawn."""
     named: torch.Tensor | None = None
     """(B, P+R) bool: the first response token of each value a set note names by description, where
-    the translate route is supervised (`_steps`); None when no example has one or without
+    the translate route is supervised (`run_steps`); None when no example has one or without
     `translate_head` (other configs do not pay for finding them)."""
 
 
@@ -470,14 +482,24 @@ def _train(
     rng = random.Random(seed)
     prep = prepare(spec, cfg)
     model = new_model(prep, cfg)
-    embedder = line_embedder(cfg, prep, spec)
+    embedder = line_embedder(cfg, prep)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01, betas=(0.9, 0.98))
     gen = torch.Generator().manual_seed(seed)
     model.train()
     from bench.progress import stage
 
     with stage(f"training the embedded DLM on {spec.name}", cfg.steps, "step") as bar:
-        _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar, embedder)
+        run_steps(
+            model,
+            opt,
+            prep.tok.mask_id,
+            cfg,
+            lambda step: make_batch(prep, spec, cfg, rng, embedder),
+            gen,
+            log,
+            t0,
+            bar,
+        )
     model.eval()
     return model, prep, time.perf_counter() - t0
 
@@ -507,13 +529,14 @@ def new_model(prep: Prepared, cfg: TrainConfig) -> MaskedDiffusionTransformer:
     return model
 
 
-def line_embedder(cfg: TrainConfig, prep: Prepared, spec: TaskSpec) -> LineEmbedder | None:
-    """The sentence embedder with the lines training will show embedded up front (None: no line slots)."""
+def line_embedder(cfg: TrainConfig, *preps: Prepared) -> LineEmbedder | None:
+    """The sentence embedder with the lines training will show (every prepared task's notes and
+    examples) embedded up front; None without line slots."""
     if not cfg.line_slots:
         return None
     emb = LineEmbedder(cfg.embedder)
-    lines = [n.text for ns in prep.notes.values() for n in ns]
-    lines += [EXAMPLE_PREFIX + " " + record_text(e) for e in prep.examples]
+    lines = [n.text for prep in preps for ns in prep.notes.values() for n in ns]
+    lines += [EXAMPLE_PREFIX + " " + record_text(e) for prep in preps for e in prep.examples]
     emb.warm(lines)
     return emb
 
@@ -571,16 +594,27 @@ def translate_loss(
     return (-lt[here] * weights[here] / denom[here]).sum() + route
 
 
-def _steps(model, opt, prep, spec, cfg, rng, gen, log, t0, bar, embedder) -> None:  # noqa: ANN001, PLR0913
-    """The training loop (seeded, a fixed number of steps); `bar` shows step, loss and ETA."""
+def run_steps(  # noqa: PLR0913
+    model: MaskedDiffusionTransformer,
+    opt: torch.optim.Optimizer,
+    mask_id: int,
+    cfg: TrainConfig,
+    draw: Callable[[int], Batch],
+    gen: torch.Generator,
+    log: list[JSON] | None,
+    t0: float,
+    bar: Any,
+) -> None:
+    """The training loop (seeded, a fixed number of steps); `draw(step)` gives the step's batch (one
+    task's, or in turn several tasks' for a shared model: shared.py); `bar` shows step, loss and ETA."""
     for step in range(cfg.steps):
         lr = cfg.lr * min(1.0, (step + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * step / cfg.steps))
         for g in opt.param_groups:
             g["lr"] = lr
-        batch = make_batch(prep, spec, cfg, rng, embedder)
+        batch = draw(step)
         ids, attn, maskable, tok_weight = batch.ids, batch.attn, batch.maskable, batch.weight
         masked, t = draw_masks(batch, cfg, gen)
-        noisy = torch.where(masked, torch.full_like(ids, prep.tok.mask_id), ids)
+        noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
         weights = (tok_weight / t.expand_as(ids))[masked]
         denom = maskable.sum(dim=1, keepdim=True).clamp_min(1).expand_as(ids)[masked].float()
         if model.cfg.translate:
