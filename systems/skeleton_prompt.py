@@ -120,6 +120,7 @@ def training_example(
     pools: Mapping[str, Sequence[Any]] | None = None,
     swap: float = 0.0,
     n_examples: int | None = None,
+    max_hints: int = 3,
 ) -> tuple[DiffusionPrompt, JSON]:
     """A training prompt and the record it asks for.
 
@@ -129,7 +130,7 @@ def training_example(
     hint is the only evidence for its value. Measured on MultiWOZ `day`: neither swaps nor the hint-token
     weight alone made the model follow hints, the two together did (docs/systems-diffusion.md).
     """
-    parts = training_parts(spec, target, rng, n_examples=n_examples)
+    parts = training_parts(spec, target, rng, n_examples=n_examples, max_hints=max_hints)
     if not swap or not pools or not parts.hints:
         return parts, target
     record = copy.deepcopy(target)
@@ -141,17 +142,32 @@ def training_example(
     return parts, record
 
 
+HINT_COUNTS = (0, 0, 0, 1, 1, 2, 3)
+"""How many hint lines a training prompt carries, drawn uniformly from this tuple (at most 3)."""
+
+
+def hint_counts(max_hints: int = 3) -> tuple[int, ...]:
+    """The tuple the number of a training prompt's hint lines is drawn from: HINT_COUNTS, plus one entry
+    for each count from 4 to `max_hints`. AoD's joint pool writes five lines (`max_hints` 5), more than
+    the default DLM ever saw, and the records it writes under them break the more the more lines there
+    are (docs/systems-aod.md, "Hint lines the DLM never saw"). At 3 the tuple is HINT_COUNTS itself, so
+    the draws, and the models trained before the knob, are unchanged."""
+    return HINT_COUNTS + tuple(range(4, max_hints + 1))
+
+
 def training_parts(
     spec: TaskSpec,
     target: JSON,
     rng: random.Random,
     max_hint_chars: int = 40,
     n_examples: int | None = None,
+    max_hints: int = 3,
 ) -> DiffusionPrompt:
     """A randomly varied prompt whose hints are true of `target` (what the DLM learns to follow).
 
     `n_examples`: how many few-shot references (other than `target`) the prompt shows; None draws one
-    in 15% of prompts (the training of code versions up to mdlm-6).
+    in 15% of prompts (the training of code versions up to mdlm-6). `max_hints`: the most hint lines a
+    prompt carries (hint_counts).
     """
     r = rng.random()
     if r < 0.5:
@@ -162,7 +178,7 @@ def training_parts(
     if rng.random() < 0.7:
         parts.fields = top_fields(spec)
     leaves = [(p, v) for p, v in leaf_items(target) if v is not None and len(hint_text(v)) <= max_hint_chars]
-    n_hints = rng.choice((0, 0, 0, 1, 1, 2, 3))
+    n_hints = rng.choice(hint_counts(max_hints))
     for p, v in rng.sample(leaves, min(n_hints, len(leaves))):
         parts.hints.append((p, hint_text(v)))
     if n_examples is None:

@@ -136,6 +136,7 @@ def test_opt_in_knobs_enter_the_cache_key_only_when_on() -> None:
     assert train_key(TrainConfig(pre_tokenizer="digits"))["pre_tokenizer"] == "digits"
     assert train_key(TrainConfig(pre_tokenizer="digit-pairs"))["pre_tokenizer"] == "digit-pairs"
     assert train_key(TrainConfig(pre_tokenizer="numbers"))["pre_tokenizer"] == "numbers"
+    assert train_key(TrainConfig(max_train_hints=5))["max_train_hints"] == 5
     # the translate head's training path changed its weights' bits: its builds carry the revision
     assert "translate_revision" not in train_key(TrainConfig(copy_sentinel=True))
     assert train_key(TrainConfig(translate_head=True))["translate_revision"] == TRANSLATE_REVISION >= 2
@@ -631,6 +632,30 @@ def test_swapped_hints_agree_with_the_record_they_train_on() -> None:
         swapped += record != target
         assert {k for k in record if record[k] != target[k]} <= {p for p, _ in parts.hints}
     assert swapped > 50  # swaps happen (a drawn value may equal the original)
+
+
+@needs_data
+def test_training_prompts_carry_up_to_max_hints_lines_and_the_default_draw_is_unchanged() -> None:
+    """`max_train_hints` 5 adds prompts with four and five hint lines, each drawn as often as three; at 3
+    the tuple drawn from is the one written before the knob, so the draws, and every model trained before
+    it, are unchanged (their cache keys: test_opt_in_knobs_enter_the_cache_key_only_when_on)."""
+    from systems.skeleton_prompt import hint_counts, training_parts
+
+    spec = load("multiwoz/train")
+    assert hint_counts(3) == (0, 0, 0, 1, 1, 2, 3)  # the draw as it was written before the knob
+    assert hint_counts(5) == (0, 0, 0, 1, 1, 2, 3, 4, 5)
+
+    def counts(seed: int, max_hints: int | None) -> list[int]:
+        rng = random.Random(seed)
+        kw = {} if max_hints is None else {"max_hints": max_hints}
+        return [len(training_parts(spec, t, rng, **kw).hints) for t in spec.references[:300]]
+
+    assert counts(4, None) == counts(4, 3)
+    five = [c for seed in range(6) for c in counts(seed, 5)]
+    share = {k: five.count(k) / len(five) for k in range(6)}
+    assert max(five) == 5 and share[0] > 0.25
+    for k in (3, 4, 5):  # each 1/9 of the draws (MultiWOZ records have eight short fields)
+        assert abs(share[k] - 1 / 9) < 0.04, share
 
 
 @needs_data

