@@ -37,6 +37,14 @@ from systems.backends.mdlm import EmbeddedMDLMBackend
 from systems.llada import LLaDASystem
 
 
+def reference_chars(be: Any, spec: Any) -> tuple[float, float]:
+    """(median characters of a reference's JSON, the response window in characters): the window's tokens
+    times the references' characters per token under the model's tokenizer."""
+    texts = [json.dumps(r, ensure_ascii=False) for r in spec.references]
+    per_tok = statistics.fmean(len(t) / max(1, len(be.tok.encode(t))) for t in texts)
+    return statistics.median(len(t) for t in texts), be.response_length * per_tok
+
+
 def measure(spec: Any, ctx: Any, system: dict, n: int, seeds: int, window_chars: float) -> dict:
     """parse / valid / length / copies of `n` x `seeds` `llada` records with `system` params."""
     validator = jsonschema.Draft202012Validator(spec.schema)
@@ -172,12 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     be = EmbeddedMDLMBackend.from_spec(
         {"params": json.loads(a.params)}, SimpleNamespace(cache_dir=cache, task=spec, seed=0)
     )
-    ref_chars = statistics.median(len(json.dumps(r, ensure_ascii=False)) for r in spec.references)
-    # characters per token of the references under the model's tokenizer: the window in characters
-    per_tok = statistics.fmean(
-        len(t) / max(1, len(be.tok.encode(t)))
-        for t in (json.dumps(r, ensure_ascii=False) for r in spec.references)
-    )
+    ref_chars, window_chars = reference_chars(be, spec)
     loss = [(r["step"], r["loss"]) for r in be.train_log]
     print(
         f"## {a.task} ({len(spec.references)} references, median {ref_chars:.0f} chars): model ready in "
@@ -195,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     trace = eos_trace(be, spec, ctx, json.loads(a.systems)[0], a.n) if a.trace else []
     rows = []
     for system in json.loads(a.systems):
-        r = measure(spec, ctx, system, a.n, a.seeds, be.response_length * per_tok)
+        r = measure(spec, ctx, system, a.n, a.seeds, window_chars)
         rows.append(r)
         print(
             f"| `{json.dumps(system)}` | {r['parse_rate']:.3f} | {r['schema_valid']:.3f} "

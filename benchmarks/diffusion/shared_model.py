@@ -1,7 +1,7 @@
 """Is plain `llada` competent on every family when one embedded DLM is shared by the tasks?
 
     python -m benchmarks.diffusion.shared_model [--tasks multiwoz/train:64:32,truthfulqa:32:32,...]
-        [--params '{"train_steps": 4000, "threads": 2}'] [--seeds 3] [--n 16]
+        [--params '{"train_steps": 5000, "threads": 2, "rope": true, "high_noise": 0.5, "vocab_size": 2048}'] [--seeds 3] [--n 16]
         [--systems '[{}, {"choice_temperature": 0.25}]'] [--json out.json]
 
 Trains (or loads from $BENCH_CACHE_DIR/mdlm-shared) one model on the tasks' references in turn
@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 from bench.context import default_cache_dir
 from bench.tasks import load_task
-from benchmarks.diffusion.competence import measure
+from benchmarks.diffusion.competence import measure, reference_chars
 from benchmarks.diffusion.steering import _OneBackend
 from systems.backends.mdlm.backend import MDLMParams
 from systems.backends.mdlm.shared import shared_backends
@@ -61,17 +60,16 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     out = []
     for spec, be in zip(specs, backends, strict=True):
-        texts = [json.dumps(r, ensure_ascii=False) for r in spec.references]
-        per_tok = statistics.fmean(len(t) / max(1, len(be.tok.encode(t))) for t in texts)
+        ref_chars, window_chars = reference_chars(be, spec)
         ctx = _OneBackend(be, cache)
         for system in json.loads(a.systems):
-            r = measure(spec, ctx, system, a.n, a.seeds, be.response_length * per_tok)
+            r = measure(spec, ctx, system, a.n, a.seeds, window_chars)
             r.pop("texts")
             out.append({"task": spec.name, "references": len(spec.references), **r})
             print(
                 f"| {spec.name} ({len(spec.references)}) | {be.response_length} | `{json.dumps(system)}` "
                 f"| {r['parse_rate']:.3f} | {r['schema_valid']:.3f} | {r['mean_chars']:.0f} "
-                f"({statistics.median(len(t) for t in texts):.0f}) | {r['ended_in_first_quarter']:.2f} "
+                f"({ref_chars:.0f}) | {r['ended_in_first_quarter']:.2f} "
                 f"| {r['distinct']:.2f} | {r['copied']:.2f} |",
                 flush=True,
             )
