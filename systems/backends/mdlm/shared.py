@@ -23,7 +23,6 @@ recipe and steps on MultiWOZ and SuperNI, and no better on TruthfulQA and Self-I
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import time
@@ -56,7 +55,7 @@ from systems.backends.mdlm.train import (
     task_notes,
     tokenizer_texts,
 )
-from systems.backends.trained_cache import training_lock
+from systems.backends.trained_cache import cache_key, cached_folder
 
 
 def shared_tokenizer(specs: Sequence[TaskSpec], cfg: TrainConfig) -> BPETokenizer:
@@ -96,50 +95,54 @@ def train_shared(
 
 def shared_key(specs: Sequence[TaskSpec], params: MDLMParams, seed: int) -> str:
     """Cache key of a shared model: the code version, every task's data, the training config and seed."""
-    d = {
-        "code": CODE_VERSION,
-        "shared": [data_fingerprint(s) for s in specs],
-        "train": train_key(params.train_config()),
-        "seed": seed,
-    }
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:24]
+    return cache_key(
+        {
+            "code": CODE_VERSION,
+            "shared": [data_fingerprint(s) for s in specs],
+            "train": train_key(params.train_config()),
+            "seed": seed,
+        }
+    )
 
 
 def shared_backends(
     specs: Sequence[TaskSpec], params: MDLMParams, cache_dir: Path, seed: int
 ) -> list[EmbeddedMDLMBackend]:
-    """Each task's backend over one shared model, trained (once, under the training lock) or loaded
-    from `cache_dir/mdlm-shared/<key>`. `params.train_steps` counts the steps of all tasks together."""
+    """Each task's backend over one shared model, trained (once, under the training lock, renamed into
+    place when complete: trained_cache.cached_folder) or loaded from `cache_dir/mdlm-shared/<key>`.
+    `params.train_steps` counts the steps of all tasks together."""
     if params.train_steps is None:
         raise ValueError("a shared model needs train_steps: the per-task rule reads one task's records")
     cfg = params.train_config()
-    folder = cache_dir / "mdlm-shared" / shared_key(specs, params, seed)
-    with training_lock(folder):
-        if (folder / "meta.json").exists():
-            meta = json.loads((folder / "meta.json").read_text())
-            tok = BPETokenizer.load(folder / "tokenizer.json")
-            preps = [prepare(s, cfg, tok) for s in specs]
-            model = MaskedDiffusionTransformer(ModelConfig(**meta["model_config"]))
-            model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
-            model.eval()
-            seconds, log, cached = meta["train_seconds"], meta["log"], True
-        else:
-            log = []
-            model, preps, seconds = train_shared(specs, cfg, seed, log)
-            folder.mkdir(parents=True, exist_ok=True)
-            torch.save(model.state_dict(), folder / "model.pt")
-            preps[0].tok.save(folder / "tokenizer.json")
-            meta = {
-                "model_config": model.cfg.to_json(),
-                "train_config": asdict(cfg),
-                "seed": seed,
-                "tasks": [s.name for s in specs],
-                "train_seconds": seconds,
-                "kernels": kernels.identity(),
-                "log": log,
-            }
-            (folder / "meta.json").write_text(json.dumps(meta, indent=1))  # last: marks the folder complete
-            cached = False
+    trained: list[tuple[MaskedDiffusionTransformer, list[Prepared]]] = []
+
+    def train(tmp: Path) -> JSON:
+        log: list[JSON] = []
+        model, preps, seconds = train_shared(specs, cfg, seed, log)
+        torch.save(model.state_dict(), tmp / "model.pt")
+        preps[0].tok.save(tmp / "tokenizer.json")
+        trained.append((model, preps))
+        return {
+            "model_config": model.cfg.to_json(),
+            "train_config": asdict(cfg),
+            "seed": seed,
+            "tasks": [s.name for s in specs],
+            "train_seconds": seconds,
+            "kernels": kernels.identity(),
+            "log": log,
+        }
+
+    folder, cached = cached_folder(cache_dir, "mdlm-shared", shared_key(specs, params, seed), train)
+    meta = json.loads((folder / "meta.json").read_text())
+    if trained:  # trained here: serve the weights in memory rather than reading them back
+        model, preps = trained[0]
+    else:
+        tok = BPETokenizer.load(folder / "tokenizer.json")
+        preps = [prepare(s, cfg, tok) for s in specs]
+        model = MaskedDiffusionTransformer(ModelConfig(**meta["model_config"]))
+        model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
+        model.eval()
+    seconds, log = meta["train_seconds"], meta["log"]
     return [
         EmbeddedMDLMBackend(model, p, params, data_fingerprint(s), seed, seconds, cached, log)
         for s, p in zip(specs, preps, strict=True)
