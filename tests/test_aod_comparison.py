@@ -293,6 +293,26 @@ def test_policy_prior_reads_one_systems_rounds_in_the_given_seeds(tmp_path, caps
         main([str(run), "--task", "multiwoz/train", "--seeds", "0-3"])
 
 
+def test_policy_prior_line_keeps_a_tiny_weight_positive():
+    """The printed `policy_prior:` line is what a suite pastes. A kind far below the others (7.8e-6, as
+    `remove_hint` at mean D -0.24 on the default build) must stay positive in it, or the system refuses
+    the suite; four decimals printed it as 0.0000, and `1e-05` would have been read as a string."""
+    import yaml
+
+    from benchmarks.aod.policy_prior import prior_line
+    from systems.optimizers.edits import EDIT_KINDS
+    from systems.optimizers.policy import check_prior
+
+    prior = {k: 0.0023 for k in EDIT_KINDS} | {
+        "vary_together": 0.9887,
+        "remove_hint": 7.81e-6,
+        "add_note": 1e-5,
+    }
+    pasted = yaml.safe_load(prior_line(prior))["policy_prior"]  # 1e-05 alone would load as a string
+    check_prior(pasted, EDIT_KINDS)
+    assert pasted == pytest.approx(prior, rel=1e-3)
+
+
 def test_pool_rows_replays_each_distinct_kept_pool_as_a_llada_system(tmp_path, capsys):
     """`kept_pools`: only kept `vary_together` edits, each distinct row set once, only over the first
     pool's fields; `pool_suite` loads as a suite with one llada system per row set on the base suite's

@@ -76,6 +76,21 @@ def summary(diffs: dict[str, list[float]], kept: dict[str, int]) -> list[dict[st
     return rows
 
 
+def yaml_float(value: float) -> str:
+    """`value` to four significant digits, written so YAML reads it back as a float: PyYAML (YAML 1.1)
+    reads `1e-05` as a string, so an exponent's mantissa always gets a decimal point (`1.0e-05`)."""
+    text = f"{value:.4g}"
+    mantissa, e, exponent = text.partition("e")
+    return f"{mantissa}.0e{exponent}" if e and "." not in mantissa else text
+
+
+def prior_line(prior: dict[str, float]) -> str:
+    """The `policy_prior:` line to paste into a suite. Four significant digits, not four decimals: a kind
+    whose weight rounds to 0.0000 would be refused by the system's params (every weight must be
+    positive), as a near-zero `remove_hint` once was."""
+    return "policy_prior: {" + ", ".join(f"{k}: {yaml_float(prior[k])}" for k in EDIT_KINDS) + "}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path, nargs="+", help="run directories (DIR=sys1,sys2 takes those systems)")
@@ -98,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['kind']} | {r['rounds']} | {r['mean_difference']:+.3f} | {r['se']:.3f} | {r['kept']} "
             f"| {prior[r['kind']]:.3f} |"
         )
-    print("policy_prior: {" + ", ".join(f"{k}: {prior[k]:.4f}" for k in EDIT_KINDS) + "}")
+    print(prior_line(prior))
     if args.json:
         args.json.write_text(
             json.dumps(
