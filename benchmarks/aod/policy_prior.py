@@ -21,6 +21,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from benchmarks.aod.comparison import candidate_events, finished_cells
 from systems.optimizers.edits import EDIT_KINDS
 from systems.optimizers.policy import boltzmann_prior
@@ -76,19 +78,15 @@ def summary(diffs: dict[str, list[float]], kept: dict[str, int]) -> list[dict[st
     return rows
 
 
-def yaml_float(value: float) -> str:
-    """`value` to four significant digits, written so YAML reads it back as a float: PyYAML (YAML 1.1)
-    reads `1e-05` as a string, so an exponent's mantissa always gets a decimal point (`1.0e-05`)."""
-    text = f"{value:.4g}"
-    mantissa, e, exponent = text.partition("e")
-    return f"{mantissa}.0e{exponent}" if e and "." not in mantissa else text
-
-
 def prior_line(prior: dict[str, float]) -> str:
-    """The `policy_prior:` line to paste into a suite. Four significant digits, not four decimals: a kind
-    whose weight rounds to 0.0000 would be refused by the system's params (every weight must be
-    positive), as a near-zero `remove_hint` once was."""
-    return "policy_prior: {" + ", ".join(f"{k}: {yaml_float(prior[k])}" for k in EDIT_KINDS) + "}"
+    """The `policy_prior:` line to paste into a suite: each weight to four significant digits, not four
+    decimals (a kind that rounds to 0.0000 would be refused by the system's params, as a near-zero
+    `remove_hint` once was), written by PyYAML's own dumper, as the suites pool_rows writes are, so
+    every weight reads back as a float (`1e-05` would load as a string; the dumper writes `1.0e-05`)."""
+    weights = {k: float(f"{prior[k]:.4g}") for k in EDIT_KINDS}
+    return yaml.safe_dump(
+        {"policy_prior": weights}, default_flow_style=None, sort_keys=False, width=1_000_000
+    ).strip()
 
 
 def main(argv: list[str] | None = None) -> int:
