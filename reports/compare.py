@@ -46,7 +46,7 @@ class Comparison:
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
 
 
-def _paired(system: str, task: str, metric: str, va: dict, vb: dict) -> Comparison:
+def paired_comparison(system: str, task: str, metric: str, va: dict, vb: dict) -> Comparison:
     """The paired statistics of seed -> value maps A and B over their shared seeds."""
     from reports.aggregate import metric_better
 
@@ -84,7 +84,7 @@ def compare_runs(run_a: Path | str, run_b: Path | str) -> list[Comparison]:
             continue
         va = dict(zip(g["seed"], g["value"], strict=True))
         vb = b_index[(system, task, metric)]
-        out.append(_paired(system, task, metric, va, vb))
+        out.append(paired_comparison(system, task, metric, va, vb))
     return out
 
 
@@ -116,7 +116,7 @@ def compare_frame(frame: Any, reference: str, where: str) -> list[Comparison]:
         if (task, metric) not in ref:
             continue
         va, vb = ref[(task, metric)], dict(zip(g["seed"], g["value"], strict=True))
-        out.append(_paired(system, task, metric, va, vb))
+        out.append(paired_comparison(system, task, metric, va, vb))
     return out
 
 

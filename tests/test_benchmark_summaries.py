@@ -113,3 +113,36 @@ def test_new_values_split_copies_recombinations_and_invented_words(tmp_path) -> 
     damaged = store.cell_dir(CellKey("llada", "superni/t", 2)) / "samples.jsonl"
     damaged.write_text(damaged.read_text().replace("Aloo", "Alu"))
     assert run_values(tmp_path, "superni/t", "input") == {"llada": ["Jeera Chicken", "Inir"]}
+
+
+def test_paired_builds_pool_every_build_task_and_seed_where_both_recipes_have_a_value() -> None:
+    """`benchmarks.diffusion.paired_builds`: per (pair, task) and pooled paired tests, checked against
+    scipy on the same pairs written out by hand; a cell without a value (no parsed record) leaves its
+    pair out, and a failed cell never enters."""
+    import pandas as pd
+    from scipy import stats
+
+    from benchmarks.diffusion.paired_builds import compare_builds, render_markdown
+
+    a0 = [0.1, 0.3, 0.2, 0.4]
+    b0 = [0.5, 0.6, 0.2, 0.9]
+    a1 = [0.0, 0.2, 0.1]
+    b1 = [0.3, float("nan"), 0.4]  # seed 1 of pair 1 has no value: its pair drops out
+    rows = []
+    for system, values, task in [("a0", a0, "t"), ("b0", b0, "t"), ("a1", a1, "u"), ("b1", b1, "u")]:
+        rows += [
+            {"system": system, "task": task, "seed": s, "metric": "tsr", "value": v, "status": "ok"}
+            for s, v in enumerate(values)
+        ]
+    rows.append({"system": "b0", "task": "t", "seed": 9, "metric": "tsr", "value": 1.0, "status": "failed"})
+    rows.append({"system": "a0", "task": "t", "seed": 9, "metric": "tsr", "value": 0.0, "status": "ok"})
+    per, pooled = compare_builds(pd.DataFrame(rows), [("a0", "b0"), ("a1", "b1")], ("tsr",))
+    assert [(c.system, c.task, c.n_shared) for c in per] == [("b0 vs a0", "t", 4), ("b1 vs a1", "u", 2)]
+    xa, xb = a0 + [a1[0], a1[2]], b0 + [b1[0], b1[2]]
+    (p,) = pooled
+    assert (p.task, p.n_shared) == ("pooled", 6)
+    assert p.diff == pytest.approx(sum(xb) / 6 - sum(xa) / 6)
+    assert p.p_ttest == pytest.approx(stats.ttest_rel(xb, xa).pvalue)
+    assert per[0].p_ttest == pytest.approx(stats.ttest_rel(b0, a0).pvalue)
+    text = render_markdown(per, pooled)
+    assert "| b0 vs a0 | t | 0.250 / 0.550 | +0.300 (" in text and "| tsr | 6 |" in text
