@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ def _values(frame: Any, system: str, metric: str) -> dict[tuple[str, int], float
     """(task, seed) -> value of one system's finished cells (a metric undefined in a cell is absent)."""
     ok = frame[(frame["status"] == "ok") & (frame["system"] == system) & (frame["metric"] == metric)]
     return {
-        (t, int(s)): float(v) for t, s, v in zip(ok["task"], ok["seed"], ok["value"], strict=True) if v == v
+        (t, int(s)): float(v)
+        for t, s, v in zip(ok["task"], ok["seed"], ok["value"], strict=True)
+        if not math.isnan(float(v))
     }
 
 
@@ -56,11 +59,11 @@ def compare_builds(
 
 
 def _f(x: float) -> str:
-    return "–" if x != x else f"{x:.3f}"
+    return "–" if math.isnan(x) else f"{x:.3f}"
 
 
 def _p(x: float) -> str:
-    return "–" if x != x else ("<1e-4" if x < 1e-4 else f"{x:.2g}")
+    return "–" if math.isnan(x) else ("<1e-4" if x < 1e-4 else f"{x:.2g}")
 
 
 def render_markdown(per: list[Comparison], pooled: list[Comparison]) -> str:
