@@ -509,6 +509,27 @@ def test_novel_values_follow_the_shape_and_range_of_each_digit_run(booking: Task
     assert not novel and names == [booking.references[0]["airline"]]  # no shape: the references' own
 
 
+def test_a_literal_hash_is_not_a_digit_run(booking: TaskSpec) -> None:
+    """SuperNI commongen's inputs join concepts with `#` (`accident#city#traffic`): no digits, so the
+    pool needs the agent's values and `novel_values` returns the references' own (it raised IndexError
+    when `#` also stood for a digit run); a `#` beside digits keeps the digit runs' shape."""
+    from dataclasses import replace
+
+    from systems.optimizers.edits import needs_agent_values, novel_values
+
+    concepts = ["accident#city#traffic", "board#flight#passenger", "grill#plate#vegetable"]
+    spec = replace(booking, references=tuple({**booking.references[0], "airline": c} for c in concepts))
+    assert needs_agent_values(spec, "airline")
+    values, novel = novel_values(spec, "airline", random.Random(0))
+    assert not novel and sorted(values) == sorted(concepts)
+    rooms = ["Room #12", "Room #40", "Room #7"]
+    spec = replace(booking, references=tuple({**booking.references[0], "airline": r} for r in rooms))
+    assert not needs_agent_values(spec, "airline")
+    values, novel = novel_values(spec, "airline", random.Random(0))
+    assert novel and values and not set(values) & set(rooms)
+    assert all(re.fullmatch(r"Room #\d+", v) and 7 <= int(v[6:]) <= 40 for v in values)
+
+
 # ------------------------------------------------------------------------------ constrained replies
 @pytest.mark.parametrize(
     ("kind", "reply", "expected"),

@@ -496,8 +496,13 @@ def reference_values(spec: TaskSpec, path: str) -> list[str]:
     return list(per_spec(spec, "optimizer_reference_values", build).get(path, ()))
 
 
+DIGIT_RUN = "\x00"
+"""What `_shape` writes for each run of digits: a character no text value carries, so a value with a
+literal `#` (SuperNI commongen's inputs are `accident#city#traffic`) is not read as having digits."""
+
+
 def _shape(value: str) -> str:
-    return re.sub(r"\d+", "#", value)
+    return re.sub(r"\d+", DIGIT_RUN, value)
 
 
 def _dominant_shape(values: list[str]) -> str:
@@ -515,7 +520,7 @@ def needs_agent_values(spec: TaskSpec, path: str) -> bool:
     (900-step DLM) such `vary_hint` edits lowered the paired reward by 0.178 on average (39 edits)."""
     if hint_fields(spec).get(path) is not None:
         return False
-    return "#" not in _dominant_shape(reference_values(spec, path))
+    return DIGIT_RUN not in _dominant_shape(reference_values(spec, path))
 
 
 def agent_writes_values(spec: TaskSpec, path: str, bounds: EditBounds) -> bool:
@@ -603,10 +608,10 @@ def novel_values(
         pool = (absent + present)[:k]
         return pool, len(absent) >= len(pool)
     shape = _dominant_shape(seen)
-    if "#" in shape:
+    if DIGIT_RUN in shape:
         runs = [[int(x) for x in re.findall(r"\d+", v)] for v in seen if _shape(v) == shape]
         widths = [re.findall(r"\d+", v) for v in seen if _shape(v) == shape]
-        n = shape.count("#")
+        n = shape.count(DIGIT_RUN)
         lo = [min(r[j] for r in runs) for j in range(n)]
         hi = [max(r[j] for r in runs) for j in range(n)]
         pad = [
@@ -617,7 +622,7 @@ def novel_values(
         out: list[str] = []
         for _ in range(50 * k):
             digits = [str(rng.randint(lo[j], hi[j])).zfill(pad[j]) for j in range(n)]
-            pieces = shape.split("#")
+            pieces = shape.split(DIGIT_RUN)
             value = pieces[0] + "".join(d + pieces[j + 1] for j, d in enumerate(digits))
             if value not in known and value not in out and len(value) <= max_chars:
                 out.append(value)
