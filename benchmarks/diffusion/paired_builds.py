@@ -7,6 +7,8 @@ Each `--pair A:B` names two systems of the run that differ only in the recipe of
 
     python -m benchmarks.diffusion.paired_builds runs/pair-superni-tasks \\
         --pair llada-0:llada-pair-0 --pair llada-1:llada-pair-1 --md F.md --json F.json
+
+Several run directories are read as one (a cell in two of them is an error).
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     from reports.aggregate import load_run
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run", type=Path)
+    ap.add_argument("run", type=Path, nargs="+", help="run directories, read as one")
     ap.add_argument("--pair", action="append", required=True, help="A:B, two systems of the run")
     ap.add_argument("--metrics", default=",".join(METRICS))
     ap.add_argument("--md", type=Path, help="write the Markdown tables here (default: print them)")
@@ -110,11 +112,18 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not left or not right:
             ap.error(f"--pair {text!r}: expected A:B")
         pairs.append((left, right))
-    frame = load_run(a.run)
+    import pandas as pd
+
+    frame = pd.concat([load_run(r) for r in a.run], ignore_index=True)
+    twice = frame[frame.duplicated(["system", "task", "seed", "metric"])]
+    if len(twice):
+        row = twice.iloc[0]
+        ap.error(f"cell {row['system']}/{row['task']}/seed-{row['seed']} is in more than one run")
     known = set(frame["system"])
     missing = sorted({s for p in pairs for s in p} - known)
     if missing:
-        ap.error(f"no such system in {a.run}: {', '.join(missing)} (systems: {', '.join(sorted(known))})")
+        runs = ", ".join(str(r) for r in a.run)
+        ap.error(f"no such system in {runs}: {', '.join(missing)} (systems: {', '.join(sorted(known))})")
     per, pooled = compare_builds(frame, pairs, tuple(m for m in a.metrics.split(",") if m))
     text = render_markdown(per, pooled)
     if a.md:
