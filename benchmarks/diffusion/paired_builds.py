@@ -3,7 +3,8 @@
 One training run of the embedded DLM is one draw of its weights (docs/systems-diffusion.md, "How mdlm-9
 was reached"), so a recipe is compared over builds (training seeds), each build of recipe A paired with
 the build of recipe B that shares its training seed, and the test pools every (build, task, seed) pair.
-Each `--pair A:B` names two systems of the run that differ only in the recipe of their DLM.
+Each `--pair A:B` names two systems of the run that differ in one thing: the recipe of their DLM
+(`llada-0:llada-pair-0`), or the system on one build (`llada:aod`, pooling AoD's effect over builds).
 
     python -m benchmarks.diffusion.paired_builds runs/pair-superni-tasks \\
         --pair llada-0:llada-pair-0 --pair llada-1:llada-pair-1 --md F.md --json F.json
@@ -97,6 +98,8 @@ def render_markdown(per: list[Comparison], pooled: list[Comparison]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import pandas as pd
+
     from reports.aggregate import load_run
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -112,8 +115,6 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not left or not right:
             ap.error(f"--pair {text!r}: expected A:B")
         pairs.append((left, right))
-    import pandas as pd
-
     frame = pd.concat([load_run(r) for r in a.run], ignore_index=True)
     twice = frame[frame.duplicated(["system", "task", "seed", "metric"])]
     if len(twice):
