@@ -96,7 +96,7 @@ def finished_cells(runs: Runs) -> dict[tuple[str, str, int], Path]:
     return out
 
 
-def _frame(runs: Runs) -> Any:
+def runs_frame(runs: Runs) -> Any:
     """The runs' tidy frames (`reports.aggregate.load_run`) as one; `finished_cells` rejects overlaps first."""
     import pandas as pd
 
@@ -332,7 +332,7 @@ def incumbent_curve(
 
 def metric_table(run: Runs, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
     """Mean and sample standard deviation over seeds per (system, task, metric)."""
-    frame = _frame(run)
+    frame = runs_frame(run)
     ok = frame[(frame["status"] == "ok") & frame["metric"].isin(metrics)]
     rows = []
     for (system, task, metric), g in ok.groupby(["system", "task", "metric"], sort=False):
@@ -346,7 +346,7 @@ def metric_table(run: Runs, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
 def paired_rows(run: Runs, reference: str, metrics: tuple[str, ...]) -> list[dict[str, Any]]:
     """Every system against `reference`, then `aod` against each of PAIRS_AGAINST_AOD, and every other
     learned-policy system (`learned_policy_systems`) against `aod-norl`; Holm over all."""
-    frame = _frame(run)
+    frame = runs_frame(run)
     where = ", ".join(str(r) for r in _runs(run))
     rows: list[tuple[str, Comparison]] = [
         (reference, c) for c in compare_frame(frame, reference, where) if c.metric in metrics

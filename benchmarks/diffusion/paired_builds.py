@@ -9,7 +9,8 @@ Each `--pair A:B` names two systems of the run that differ in one thing: the rec
     python -m benchmarks.diffusion.paired_builds runs/pair-superni-tasks \\
         --pair llada-0:llada-pair-0 --pair llada-1:llada-pair-1 --md F.md --json F.json
 
-Several run directories are read as one (a cell in two of them is an error).
+Several run directories are read as one, as `benchmarks.aod.comparison` reads them (a cell in two of
+them is an error).
 """
 
 from __future__ import annotations
@@ -98,12 +99,13 @@ def render_markdown(per: list[Comparison], pooled: list[Comparison]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import pandas as pd
-
-    from reports.aggregate import load_run
+    from bench.errors import BenchError
+    from benchmarks.aod.comparison import runs_frame
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run", type=Path, nargs="+", help="run directories, read as one")
+    ap.add_argument(
+        "run", type=Path, nargs="+", help="run directories, read as one (DIR=sys1,sys2 takes those)"
+    )
     ap.add_argument("--pair", action="append", required=True, help="A:B, two systems of the run")
     ap.add_argument("--metrics", default=",".join(METRICS))
     ap.add_argument("--md", type=Path, help="write the Markdown tables here (default: print them)")
@@ -115,11 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not left or not right:
             ap.error(f"--pair {text!r}: expected A:B")
         pairs.append((left, right))
-    frame = pd.concat([load_run(r) for r in a.run], ignore_index=True)
-    twice = frame[frame.duplicated(["system", "task", "seed", "metric"])]
-    if len(twice):
-        row = twice.iloc[0]
-        ap.error(f"cell {row['system']}/{row['task']}/seed-{row['seed']} is in more than one run")
+    try:
+        frame = runs_frame(list(a.run))
+    except BenchError as exc:  # a cell in two runs: a usage error, said as one
+        ap.error(str(exc))
     known = set(frame["system"])
     missing = sorted({s for p in pairs for s in p} - known)
     if missing:
