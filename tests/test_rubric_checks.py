@@ -9,6 +9,7 @@ per-sample rows must name the failed check, and the judge must answer the decida
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Callable
 
@@ -17,7 +18,9 @@ import pytest
 from bench.tasks import load_task
 from bench.types import JSON, Sample, TaskSpec
 from metrics.rubrics import answer, decidable, rubric_checks
+from metrics.rubrics.superni import PROMPT_LABEL, prompt_words
 from metrics.scoring import score_cell
+from systems.skeleton_prompt import DiffusionPrompt, render_prompt
 
 SUPERNI_NUMERIC = "superni/task244_count_elements_in_set_union"
 SUPERNI_COMMENT = "superni/task324_jigsaw_classification_disagree"
@@ -198,6 +201,20 @@ CASES: list[tuple[str, JSON, Edit, str]] = [
         "input_not_reference",
     ),
     (SUPERNI_COMMENT, SUPERNI_JIGSAW, _set("output", SUPERNI_JIGSAW["input"]), "output_not_copy"),
+    (
+        SUPERNI_COMMENT,
+        SUPERNI_JIGSAW,
+        _set("input", "Comment: KeFields bike lanes downtown."),
+        "input_no_prompt_words",
+    ),
+    (
+        SUPERNI_COMMENT,
+        SUPERNI_JIGSAW,
+        _set("input", "Comment: the outputs of the council."),
+        "input_no_prompt_words",
+    ),
+    (SUPERNI_NUMERIC, SUPERNI_SETS, _set("output", "4 output"), "output_no_prompt_words+output_numeric"),
+    (SUPERNI_COMMENT, SUPERNI_JIGSAW, _set("output", "Agreeinput"), "output_no_prompt_words"),
     ("demo/booking", BOOKING, _set("arrival_city", "paris"), "cities_differ"),
     ("demo/booking", BOOKING, _set("flight_number", "LH9519"), "flight_code_matches"),
     ("demo/booking", BOOKING, _set("price", 2000.0), "fare_law"),
@@ -237,6 +254,22 @@ def test_every_check_is_exercised_by_a_failing_case() -> None:
         covered = {part for t, _, _, n in CASES if group(t) == group(task) for part in n.split("+")}
         missing = names - covered - ({"clock_format"} if task == "multiwoz/train" else set())
         assert not missing, (task, missing)
+
+
+def test_superni_prompt_words_are_those_no_reference_value_carries() -> None:
+    """A word the task's own references carry in a field is the task's text there, not a leaked prompt
+    word; and the label the check bans is the one the diffusion prompt writes."""
+    s = spec(SUPERNI_COMMENT)
+    assert prompt_words(s, "input") == ("input", "output", "fields")
+    quoting = dict(s.references[0], input="Comment: the output of the fields was poor.")
+    widened = dataclasses.replace(s, references=(*s.references, quoting))
+    assert prompt_words(widened, "input") == ("input",)
+    assert prompt_words(widened, "output") == ("input", "output", "fields")
+    checks = {c.name: c for c in rubric_checks(widened)}
+    assert checks["input_no_prompt_words"]({"input": "Comment: output fields", "output": "Agree"}) is True
+    assert checks["input_no_prompt_words"]({"input": "Comment: my input", "output": "Agree"}) is False
+    assert checks["input_no_prompt_words"]({"input": 3, "output": "Agree"}) is None
+    assert render_prompt(DiffusionPrompt(fields=["input"])) == f"{PROMPT_LABEL}: input"
 
 
 def test_clock_format_and_overnight_trains() -> None:

@@ -5,6 +5,12 @@ off the task's own references: when every reference input starts with the same w
 "Sentence:", "Set1:"), a new input must too; when every reference output is a number, a new output must
 be one; and a "new" instance's input is not one of the reference inputs. The output must not be blank
 or the input repeated, unless the task's references themselves repeat inputs (text-modification tasks).
+
+Neither field may carry the generation prompt's own words: a field name (`input`, `output`) or the
+`Fields` label of the prompt's field line (systems/skeleton_prompt.py), unless some reference value of
+that field carries it too. A small DLM's copy head pastes prompt tokens into free text ("KeFields" as a
+food, "accident#accident#Fields" as a concept set); no other check of this family can see it, and none of
+the 240 shipped SuperNI instances carries such a word (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -13,10 +19,11 @@ import re
 
 from bench.tasks.superni import RUBRIC
 from bench.types import JSON, TaskSpec
-from metrics.rubrics import Check
+from metrics.rubrics import Check, CheckFn
 from metrics.rubrics.common import is_text, nonblank, norm
 
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
+PROMPT_LABEL = "Fields"  # the label of the field line the diffusion prompt ends with, before its hints
 
 
 def _output_text(r: JSON) -> str | None:
@@ -29,6 +36,20 @@ def _output_text(r: JSON) -> str | None:
 def _first_word(text: str) -> str:
     parts = text.strip().split(maxsplit=1)
     return parts[0] if parts else ""
+
+
+def prompt_words(spec: TaskSpec, field: str) -> tuple[str, ...]:
+    """The prompt words (lower case) a value of `field` must not contain: every field name of the schema
+    and `PROMPT_LABEL`, less those some reference value of the field contains (the task's own text)."""
+    words = [*(str(k).lower() for k in spec.schema.get("properties", {})), PROMPT_LABEL.lower()]
+    seen = [_text_of(r.get(field)).lower() for r in spec.references]
+    return tuple(w for w in dict.fromkeys(words) if not any(w in v for v in seen))
+
+
+def _text_of(value: object) -> str:
+    if isinstance(value, list):
+        return " ".join(v for v in value if is_text(v))
+    return value if is_text(value) else ""
 
 
 def checks(spec: TaskSpec) -> list[Check]:
@@ -61,6 +82,18 @@ def checks(spec: TaskSpec) -> list[Check]:
             return None
         return copies_allowed or norm(o) != norm(v)
 
+    banned = {f: prompt_words(spec, f) for f in ("input", "output")}
+
+    def no_prompt_words(field: str) -> CheckFn:
+        def check(r: JSON) -> bool | None:
+            v = r.get(field)
+            if not (is_text(v) or isinstance(v, list)):
+                return None
+            text = _text_of(v).lower()
+            return not any(w in text for w in banned[field])
+
+        return check
+
     def output_numeric(r: JSON) -> bool | None:
         o = _output_text(r)
         return None if o is None or not numeric else bool(_NUMBER.match(o.strip()))
@@ -73,6 +106,10 @@ def checks(spec: TaskSpec) -> list[Check]:
         Check("output_nonblank", "output is not blank", output_nonblank, correct, decides=False),
         Check("output_not_copy", "output is not the input repeated (unless the references do it)",
               output_not_copy, correct, decides=False),
+        Check("input_no_prompt_words", "input carries no field name and no 'Fields' label (unless a "
+              "reference input does)", no_prompt_words("input"), new_instance, decides=False),
+        Check("output_no_prompt_words", "output carries no field name and no 'Fields' label (unless a "
+              "reference output does)", no_prompt_words("output"), correct, decides=False),
     ]  # fmt: skip
     if numeric:
         out.append(
