@@ -18,7 +18,7 @@ import pytest
 from bench.tasks import load_task
 from bench.types import JSON, Sample, TaskSpec
 from metrics.rubrics import answer, decidable, rubric_checks
-from metrics.rubrics.superni import PROMPT_LABEL, prompt_words
+from metrics.rubrics.superni import PROMPT_LABEL, balanced, prompt_words
 from metrics.scoring import score_cell
 from systems.skeleton_prompt import DiffusionPrompt, render_prompt
 
@@ -215,6 +215,13 @@ CASES: list[tuple[str, JSON, Edit, str]] = [
     ),
     (SUPERNI_NUMERIC, SUPERNI_SETS, _set("output", "4 output"), "output_no_prompt_words+output_numeric"),
     (SUPERNI_COMMENT, SUPERNI_JIGSAW, _set("output", "Agreeinput"), "output_no_prompt_words"),
+    (
+        SUPERNI_NUMERIC,
+        SUPERNI_SETS,
+        _set("input", "Set1: '{8}', Set}', Set '{:, 4, 15, 13, 15}'. How many elements are there?"),
+        "input_brackets_balance",
+    ),
+    (SUPERNI_COMMENT, SUPERNI_JIGSAW, _set("output", "Agree (mostly"), "output_brackets_balance"),
     ("demo/booking", BOOKING, _set("arrival_city", "paris"), "cities_differ"),
     ("demo/booking", BOOKING, _set("flight_number", "LH9519"), "flight_code_matches"),
     ("demo/booking", BOOKING, _set("price", 2000.0), "fare_law"),
@@ -270,6 +277,17 @@ def test_superni_prompt_words_are_those_no_reference_value_carries() -> None:
     assert checks["input_no_prompt_words"]({"input": "Comment: my input", "output": "Agree"}) is False
     assert checks["input_no_prompt_words"]({"input": 3, "output": "Agree"}) is None
     assert render_prompt(DiffusionPrompt(fields=["input"])) == f"{PROMPT_LABEL}: input"
+
+
+def test_superni_brackets_must_balance_unless_a_reference_leaves_one_open() -> None:
+    assert balanced("Set1: '{1, 3}', Set2: '{[2], (4)}'") and balanced("no brackets")
+    assert not balanced("{8}}") and not balanced("(a]") and not balanced("[open")
+    s = spec(SUPERNI_COMMENT)
+    record = {"input": "Comment: a smiley :)", "output": "Agree"}
+    assert {c.name: c for c in rubric_checks(s)}["input_brackets_balance"](record) is False
+    emoticon = dict(s.references[0], input="Comment: great :)")
+    widened = dataclasses.replace(s, references=(*s.references, emoticon))
+    assert {c.name: c for c in rubric_checks(widened)}["input_brackets_balance"](record) is True
 
 
 def test_clock_format_and_overnight_trains() -> None:

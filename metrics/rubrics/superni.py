@@ -11,6 +11,10 @@ Neither field may carry the generation prompt's own words: a field name (`input`
 that field carries it too. A small DLM's copy head pastes prompt tokens into free text ("KeFields" as a
 food, "accident#accident#Fields" as a concept set); no other check of this family can see it, and none of
 the 240 shipped SuperNI instances carries such a word (docs/metrics.md).
+
+Brackets ((), [], {}) must balance in both fields, unless some reference value of the field leaves one
+open: a set written `Set1: '{8}', Set}', Set '{:, 4, 15}'` is not an instance of a task whose every
+reference writes well-formed sets. All 240 shipped instances balance (70 of them carry brackets).
 """
 
 from __future__ import annotations
@@ -52,6 +56,27 @@ def _text_of(value: object) -> str:
     return value if is_text(value) else ""
 
 
+def _field_text(r: JSON, field: str) -> str | None:
+    """The field's text (a list's text items joined), None when the field is neither text nor a list."""
+    v = r.get(field)
+    return _text_of(v) if is_text(v) or isinstance(v, list) else None
+
+
+_CLOSES = {")": "(", "]": "[", "}": "{"}
+
+
+def balanced(text: str) -> bool:
+    """True when every (, [ and { in `text` is closed in order and nothing is closed that was not open."""
+    open_: list[str] = []
+    for ch in text:
+        if ch in "([{":
+            open_.append(ch)
+        elif ch in _CLOSES:
+            if not open_ or open_.pop() != _CLOSES[ch]:
+                return False
+    return not open_
+
+
 def checks(spec: TaskSpec) -> list[Check]:
     new_instance, correct, answer_format = RUBRIC
     refs = [r for r in spec.references if is_text(r.get("input"))]
@@ -86,11 +111,17 @@ def checks(spec: TaskSpec) -> list[Check]:
 
     def no_prompt_words(field: str) -> CheckFn:
         def check(r: JSON) -> bool | None:
-            v = r.get(field)
-            if not (is_text(v) or isinstance(v, list)):
-                return None
-            text = _text_of(v).lower()
-            return not any(w in text for w in banned[field])
+            text = _field_text(r, field)
+            return None if text is None else not any(w in text.lower() for w in banned[field])
+
+        return check
+
+    must_balance = {f: all(balanced(_text_of(r.get(f))) for r in spec.references) for f in banned}
+
+    def brackets_balance(field: str) -> CheckFn:
+        def check(r: JSON) -> bool | None:
+            text = _field_text(r, field)
+            return None if text is None else not must_balance[field] or balanced(text)
 
         return check
 
@@ -110,6 +141,10 @@ def checks(spec: TaskSpec) -> list[Check]:
               "reference input does)", no_prompt_words("input"), new_instance, decides=False),
         Check("output_no_prompt_words", "output carries no field name and no 'Fields' label (unless a "
               "reference output does)", no_prompt_words("output"), correct, decides=False),
+        Check("input_brackets_balance", "input's brackets balance (unless a reference input's do not)",
+              brackets_balance("input"), new_instance, decides=False),
+        Check("output_brackets_balance", "output's brackets balance (unless a reference output's do not)",
+              brackets_balance("output"), answer_format, decides=False),
     ]  # fmt: skip
     if numeric:
         out.append(
