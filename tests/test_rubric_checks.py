@@ -18,7 +18,7 @@ import pytest
 from bench.tasks import load_task
 from bench.types import JSON, Sample, TaskSpec
 from metrics.rubrics import answer, decidable, rubric_checks
-from metrics.rubrics.superni import PROMPT_LABEL, balanced, prompt_words
+from metrics.rubrics.superni import PROMPT_LABEL, balanced, int_set, prompt_words
 from metrics.scoring import score_cell
 from systems.skeleton_prompt import DiffusionPrompt, render_prompt
 
@@ -190,8 +190,13 @@ CASES: list[tuple[str, JSON, Edit, str]] = [
     ("self_instruct", SELF_INSTRUCT, _set("output", SELF_INSTRUCT["instruction"]), "output_not_copy"),
     ("self_instruct", SELF_INSTRUCT, _set("input", ""), "input_when_pointed_at"),
     ("self_instruct", SELF_INSTRUCT, _set("instruction", "Summarize"), "instruction_nonblank"),
-    (SUPERNI_NUMERIC, SUPERNI_SETS, _set("output", "four"), "output_numeric"),
-    (SUPERNI_NUMERIC, SUPERNI_SETS, _set("input", "What is the union of two sets?"), "input_shape"),
+    (SUPERNI_NUMERIC, SUPERNI_SETS, _set("output", "four"), "output_numeric+output_counts_the_union"),
+    (
+        SUPERNI_NUMERIC,
+        SUPERNI_SETS,
+        _set("input", "What is the union of two sets?"),
+        "input_shape+output_counts_the_union",
+    ),
     (SUPERNI_COMMENT, SUPERNI_JIGSAW, _set("output", " "), "output_nonblank"),
     (SUPERNI_COMMENT, SUPERNI_JIGSAW, _set("input", "I fully support the new bike lanes."), "input_shape"),
     (
@@ -213,13 +218,28 @@ CASES: list[tuple[str, JSON, Edit, str]] = [
         _set("input", "Comment: the outputs of the council."),
         "input_no_prompt_words",
     ),
-    (SUPERNI_NUMERIC, SUPERNI_SETS, _set("output", "4 output"), "output_no_prompt_words+output_numeric"),
+    (
+        SUPERNI_NUMERIC,
+        SUPERNI_SETS,
+        _set("output", "4 output"),
+        "output_no_prompt_words+output_numeric+output_counts_the_union",
+    ),
     (SUPERNI_COMMENT, SUPERNI_JIGSAW, _set("output", "Agreeinput"), "output_no_prompt_words"),
     (
         SUPERNI_NUMERIC,
         SUPERNI_SETS,
         _set("input", "Set1: '{8}', Set}', Set '{:, 4, 15, 13, 15}'. How many elements are there?"),
-        "input_brackets_balance",
+        "input_brackets_balance+output_counts_the_union",
+    ),
+    (SUPERNI_NUMERIC, SUPERNI_SETS, _set("output", "5"), "output_counts_the_union"),
+    (
+        SUPERNI_NUMERIC,
+        SUPERNI_SETS,
+        _set(
+            "input",
+            "Set1: '{1, x}', Set2: '{3, 7}'. How many elements are there in the union of Set1 and Set2 ?",
+        ),
+        "output_counts_the_union",
     ),
     (SUPERNI_COMMENT, SUPERNI_JIGSAW, _set("output", "Agree (mostly"), "output_brackets_balance"),
     ("demo/booking", BOOKING, _set("arrival_city", "paris"), "cities_differ"),
@@ -288,6 +308,18 @@ def test_superni_brackets_must_balance_unless_a_reference_leaves_one_open() -> N
     emoticon = dict(s.references[0], input="Comment: great :)")
     widened = dataclasses.replace(s, references=(*s.references, emoticon))
     assert {c.name: c for c in rubric_checks(widened)}["input_brackets_balance"](record) is True
+
+
+def test_the_set_union_task_decides_its_answer_in_code() -> None:
+    """task244's answer follows from its input: the judge asks the LLM nothing about correctness there."""
+    s = spec(SUPERNI_NUMERIC)
+    checks = rubric_checks(s)
+    _, correct, _ = s.rubric
+    assert decidable(checks, correct)
+    assert answer(checks, correct, SUPERNI_SETS) is True
+    assert answer(checks, correct, dict(SUPERNI_SETS, output="5")) is False
+    assert int_set("") == set() and int_set("4, 4, 7") == {4, 7} and int_set(":, 4") is None
+    assert not decidable(rubric_checks(spec(SUPERNI_COMMENT)), correct)
 
 
 def test_clock_format_and_overnight_trains() -> None:

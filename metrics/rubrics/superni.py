@@ -15,6 +15,10 @@ the 240 shipped SuperNI instances carries such a word (docs/metrics.md).
 Brackets ((), [], {}) must balance in both fields, unless some reference value of the field leaves one
 open: a set written `Set1: '{8}', Set}', Set '{:, 4, 15}'` is not an instance of a task whose every
 reference writes well-formed sets. All 240 shipped instances balance (70 of them carry brackets).
+
+Where a task's answer follows from its input alone, the task gets a check that decides it:
+task244 (count the elements of the union of two sets) must answer the size of the union of the two
+sets of integers its input states (all 20 shipped instances do).
 """
 
 from __future__ import annotations
@@ -60,6 +64,30 @@ def _field_text(r: JSON, field: str) -> str | None:
     """The field's text (a list's text items joined), None when the field is neither text nor a list."""
     v = r.get(field)
     return _text_of(v) if is_text(v) or isinstance(v, list) else None
+
+
+_TWO_SETS = re.compile(r"Set1: '\{([^{}]*)\}', Set2: '\{([^{}]*)\}'")
+_INTEGER = re.compile(r"^-?\d+$")
+UNION_TASK = "superni/task244_count_elements_in_set_union"
+
+
+def int_set(text: str) -> set[int] | None:
+    """The integers of a comma-separated list ("1, 7, 10"; "" is the empty set), None if any item is not one."""
+    items = [t.strip() for t in text.split(",")] if text.strip() else []
+    return {int(t) for t in items} if all(_INTEGER.match(t) for t in items) else None
+
+
+def output_counts_the_union(r: JSON) -> bool | None:
+    """task244: the output is |Set1 ∪ Set2| of the input's two sets; an input that states no two sets of
+    integers has no correct count, so its output is not one."""
+    o, v = _output_text(r), r.get("input")
+    if o is None or not is_text(v):
+        return None
+    m = _TWO_SETS.search(v)
+    sets = (int_set(m.group(1)), int_set(m.group(2))) if m else (None, None)
+    if sets[0] is None or sets[1] is None:
+        return False
+    return o.strip() == str(len(sets[0] | sets[1]))
 
 
 _CLOSES = {")": "(", "]": "[", "}": "{"}
@@ -146,6 +174,15 @@ def checks(spec: TaskSpec) -> list[Check]:
         Check("output_brackets_balance", "output's brackets balance (unless a reference output's do not)",
               brackets_balance("output"), answer_format, decides=False),
     ]  # fmt: skip
+    if spec.name == UNION_TASK:
+        out.append(
+            Check(
+                "output_counts_the_union",
+                "output is the size of the union of the input's two sets",
+                output_counts_the_union,
+                correct,
+            )
+        )
     if numeric:
         out.append(
             Check(
