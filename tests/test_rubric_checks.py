@@ -433,7 +433,7 @@ def test_calibration_pairs_mix_code_yes_and_no_and_summary_arithmetic() -> None:
     from benchmarks.judge.calibration import pairs_for, summarize
     from systems.optimizers.judge import Judge, schema_questions
 
-    for task in ("multiwoz/train", "demo/booking", "self_instruct"):
+    for task in ("multiwoz/train", "demo/booking", "self_instruct", SUPERNI_NUMERIC):
         s = spec(task)
         judge = Judge.for_task(None, list(s.rubric) + schema_questions(s), s)  # type: ignore[arg-type]
         pairs = pairs_for(s, judge, 4, seed=0)
@@ -441,6 +441,8 @@ def test_calibration_pairs_mix_code_yes_and_no_and_summary_arithmetic() -> None:
         assert "real" in kinds and len(kinds) >= 2  # real records and at least one kind of edit
         assert any(p["code"] is False for p in pairs) and any(p["code"] is True for p in pairs)
         assert pairs == pairs_for(s, judge, 4, seed=0)  # seeded
+    _, correct, _ = spec(SUPERNI_NUMERIC).rubric  # the set-union count: code yes on real, no on a miscount
+    assert {(p["kind"], p["code"]) for p in pairs if p["question"] == correct} >= {("real", True)}
     rows = [
         {"code": True, "llm": False},
         {"code": True, "llm": True},

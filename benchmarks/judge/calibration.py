@@ -4,8 +4,9 @@ The judge cluster answers decidable rubric questions in code (metrics/rubrics/) 
 rest. This script measures what would happen if the LLM answered the decidable ones too: for each task
 it takes `--n` real records (the code mostly says yes) and `--n` copies each broken by one seeded edit
 that a code check catches (destination set to the departure, a fare ten times too high, an output that
-repeats the input, ...; the code says no), asks the LLM judge every question the code answers for that
-record, with the judge's own prompt, system message and sampling settings, and compares.
+repeats the input, a miscounted set union, ...; the code says no), asks the LLM judge every question the
+code answers for that record, with the judge's own prompt, system message and sampling settings, and
+compares.
 
 Reported per task and question: pairs, the LLM's accuracy against the code (an unreadable reply counts
 as wrong), balanced accuracy (mean of the accuracy on code-yes and on code-no pairs), the LLM's yes-rate,
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.types import JSON, TaskSpec
+from metrics.rubrics.superni import UNION_TASK
 
 DEFAULT_TASKS = (
     "multiwoz/train",
@@ -36,7 +38,7 @@ DEFAULT_TASKS = (
     "multiwoz/attraction",
     "truthfulqa",
     "self_instruct",
-    "superni/task244_count_elements_in_set_union",
+    UNION_TASK,
     "demo/booking",
 )
 
@@ -89,6 +91,13 @@ def _instruction_edits() -> list[Edit]:
     return [output_copies_input, blank_output]
 
 
+def _union_count_edits() -> list[Edit]:
+    def wrong_count(r: JSON, rng: random.Random) -> None:
+        r["output"] = str(max(0, int(r["output"]) + rng.choice([-2, -1, 1, 2])))
+
+    return [wrong_count]
+
+
 def _booking_edits() -> list[Edit]:
     def same_city(r: JSON, rng: random.Random) -> None:
         r["arrival_city"] = r["departure_city"]
@@ -111,6 +120,8 @@ def edits_for(task: str) -> list[Edit]:
         return _venue_edits()
     if task.startswith("truthfulqa"):
         return _truthfulqa_edits()
+    if task == UNION_TASK:  # its answer is decided in code: a miscount is a broken record too
+        return _instruction_edits() + _union_count_edits()
     if task in ("self_instruct",) or task.startswith("superni/"):
         return _instruction_edits()
     if task == "demo/booking":
