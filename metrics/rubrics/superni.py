@@ -31,6 +31,7 @@ from metrics.rubrics import Check, CheckFn
 from metrics.rubrics.common import is_text, nonblank, norm
 
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
+FIELDS = ("input", "output")
 PROMPT_LABEL = "Fields"  # the label of the field line the diffusion prompt ends with, before its hints
 
 
@@ -135,7 +136,7 @@ def checks(spec: TaskSpec) -> list[Check]:
             return None
         return copies_allowed or norm(o) != norm(v)
 
-    banned = {f: prompt_words(spec, f) for f in ("input", "output")}
+    banned = {f: prompt_words(spec, f) for f in FIELDS}
 
     def no_prompt_words(field: str) -> CheckFn:
         def check(r: JSON) -> bool | None:
@@ -144,7 +145,7 @@ def checks(spec: TaskSpec) -> list[Check]:
 
         return check
 
-    must_balance = {f: all(balanced(_text_of(r.get(f))) for r in spec.references) for f in banned}
+    must_balance = {f: all(balanced(_text_of(r.get(f))) for r in spec.references) for f in FIELDS}
 
     def brackets_balance(field: str) -> CheckFn:
         def check(r: JSON) -> bool | None:
