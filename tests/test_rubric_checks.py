@@ -18,7 +18,8 @@ import pytest
 from bench.tasks import load_task
 from bench.types import JSON, Sample, TaskSpec
 from metrics.rubrics import answer, decidable, rubric_checks
-from metrics.rubrics.superni import PROMPT_LABEL, balanced, int_set, prompt_words
+from metrics.rubrics.superni import PROMPT_LABEL, balanced, prompt_words
+from metrics.rubrics.superni_answers import COMMONGEN_TASK, DATIVE_TASK, int_set, output_uses_the_concepts
 from metrics.scoring import score_cell
 from systems.skeleton_prompt import DiffusionPrompt, render_prompt
 
@@ -99,6 +100,8 @@ SUPERNI_SETS = {
     "output": "4",
 }
 SUPERNI_JIGSAW = {"input": "Comment: I fully support the new bike lanes downtown.", "output": "Agree"}
+COMMONGEN = {"input": "dog#frisbee#park", "output": "a dog catches a frisbee in the park ."}
+DATIVE = {"input": "Maria tossed the boy a ball", "output": "Maria tossed a ball to the boy"}
 BOOKING = {
     "departure_city": "Paris",
     "arrival_city": "Zurich",
@@ -233,6 +236,14 @@ CASES: list[tuple[str, JSON, Edit, str]] = [
     ),
     (SUPERNI_NUMERIC, SUPERNI_SETS, _set("output", "5"), "output_counts_the_union"),
     (
+        COMMONGEN_TASK,
+        COMMONGEN,
+        _set("output", "customers select vegetables at a supermarket ."),
+        "output_uses_the_concepts",
+    ),
+    (DATIVE_TASK, DATIVE, _set("output", "Maria tossed a ball to the girl"), "output_rephrases_the_dative"),
+    (DATIVE_TASK, DATIVE, _set("output", "Linda shrieked some news to him"), "output_rephrases_the_dative"),
+    (
         SUPERNI_NUMERIC,
         SUPERNI_SETS,
         _set(
@@ -322,6 +333,21 @@ def test_the_set_union_task_decides_its_answer_in_code() -> None:
     assert not decidable(rubric_checks(spec(SUPERNI_COMMENT)), correct)
 
 
+def test_commongen_and_dative_checks_read_the_answer_from_the_input() -> None:
+    """One concept may miss (irregular forms: the dataset's own `lie` / `lying`); the dative alternation
+    works in both directions, with `to` or `for`."""
+    assert output_uses_the_concepts({"input": "grass#lie#sheep", "output": "sheep lying in the grass"})
+    assert output_uses_the_concepts({"input": "make#cake#oven", "output": "making a cake in an oven"})
+    assert not output_uses_the_concepts({"input": "grass#lie#sheep", "output": "a cow lying down"})
+    assert not output_uses_the_concepts({"input": "", "output": "a cow"})
+    checks = {c.name: c for c in rubric_checks(spec(DATIVE_TASK))}["output_rephrases_the_dative"]
+    assert checks({"input": "Linda shrieked some news to him", "output": "Linda shrieked him some news"})
+    assert checks({"input": "Bob baked the man a cake", "output": "Bob baked a cake for the man"})
+    assert not checks({"input": "Bob baked the man a cake", "output": "Bob baked a cake for the woman"})
+    assert not checks({"input": "Bob baked the man a cake", "output": "Bob baked a cake to for the man"})
+    assert checks({"input": 3, "output": "x"}) is None
+
+
 def test_clock_format_and_overnight_trains() -> None:
     """MultiWOZ writes arrivals after midnight as 24:08 or as 01:27 (after a 23:59 departure)."""
     t = "multiwoz/train"
@@ -350,6 +376,8 @@ def test_missing_or_mistyped_fields_are_not_check_failures() -> None:
         ("self_instruct", 0.01),
         (SUPERNI_NUMERIC, 0.0),
         (SUPERNI_COMMENT, 0.0),
+        (COMMONGEN_TASK, 0.0),
+        (DATIVE_TASK, 0.0),
         ("demo/booking", 0.0),
     ],
 )

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.types import JSON, TaskSpec
-from metrics.rubrics.superni import UNION_TASK
+from metrics.rubrics.superni_answers import UNION_TASK
 
 DEFAULT_TASKS = (
     "multiwoz/train",

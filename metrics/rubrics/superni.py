@@ -16,9 +16,8 @@ Brackets ((), [], {}) must balance in both fields, unless some reference value o
 open: a set written `Set1: '{8}', Set}', Set '{:, 4, 15}'` is not an instance of a task whose every
 reference writes well-formed sets. All 240 shipped instances balance (70 of them carry brackets).
 
-Where a task's answer follows from its input alone, the task gets a check that decides it:
-task244 (count the elements of the union of two sets) must answer the size of the union of the two
-sets of integers its input states (all 20 shipped instances do).
+Where a task's answer follows from its input, or a necessary condition of it does, the task has a check
+of its own (metrics/rubrics/superni_answers.py).
 """
 
 from __future__ import annotations
@@ -29,17 +28,11 @@ from bench.tasks.superni import RUBRIC
 from bench.types import JSON, TaskSpec
 from metrics.rubrics import Check, CheckFn
 from metrics.rubrics.common import is_text, nonblank, norm
+from metrics.rubrics.superni_answers import answer_checks, output_text
 
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 FIELDS = ("input", "output")
 PROMPT_LABEL = "Fields"  # the label of the field line the diffusion prompt ends with, before its hints
-
-
-def _output_text(r: JSON) -> str | None:
-    v = r.get("output")
-    if isinstance(v, list):  # the all_outputs option keeps every acceptable output
-        return v[0] if v and all(is_text(x) for x in v) else None
-    return v if is_text(v) else None
 
 
 def _first_word(text: str) -> str:
@@ -67,30 +60,6 @@ def _field_text(r: JSON, field: str) -> str | None:
     return _text_of(v) if is_text(v) or isinstance(v, list) else None
 
 
-_TWO_SETS = re.compile(r"Set1: '\{([^{}]*)\}', Set2: '\{([^{}]*)\}'")
-_INTEGER = re.compile(r"^-?\d+$")
-UNION_TASK = "superni/task244_count_elements_in_set_union"
-
-
-def int_set(text: str) -> set[int] | None:
-    """The integers of a comma-separated list ("1, 7, 10"; "" is the empty set), None if any item is not one."""
-    items = [t.strip() for t in text.split(",")] if text.strip() else []
-    return {int(t) for t in items} if all(_INTEGER.match(t) for t in items) else None
-
-
-def output_counts_the_union(r: JSON) -> bool | None:
-    """task244: the output is |Set1 ∪ Set2| of the input's two sets; an input that states no two sets of
-    integers has no correct count, so its output is not one."""
-    o, v = _output_text(r), r.get("input")
-    if o is None or not is_text(v):
-        return None
-    m = _TWO_SETS.search(v)
-    sets = (int_set(m.group(1)), int_set(m.group(2))) if m else (None, None)
-    if sets[0] is None or sets[1] is None:
-        return False
-    return o.strip() == str(len(sets[0] | sets[1]))
-
-
 _CLOSES = {")": "(", "]": "[", "}": "{"}
 
 
@@ -112,7 +81,7 @@ def checks(spec: TaskSpec) -> list[Check]:
     ref_inputs = {norm(r["input"]) for r in refs}
     firsts = {_first_word(r["input"]) for r in refs}
     lead = next(iter(firsts)) if len(firsts) == 1 and refs and len(refs) >= 3 else None
-    outs = [o for o in (_output_text(r) for r in spec.references) if o is not None]
+    outs = [o for o in (output_text(r) for r in spec.references) if o is not None]
     numeric = bool(outs) and all(_NUMBER.match(o.strip()) for o in outs)
     copies_allowed = any(norm(o) == norm(r["input"]) for r, o in zip(refs, outs, strict=False))
 
@@ -127,11 +96,11 @@ def checks(spec: TaskSpec) -> list[Check]:
         return nonblank(v) and (lead is None or _first_word(v) == lead)
 
     def output_nonblank(r: JSON) -> bool | None:
-        o = _output_text(r)
+        o = output_text(r)
         return None if o is None else nonblank(o)
 
     def output_not_copy(r: JSON) -> bool | None:
-        o, v = _output_text(r), r.get("input")
+        o, v = output_text(r), r.get("input")
         if o is None or not is_text(v):
             return None
         return copies_allowed or norm(o) != norm(v)
@@ -155,7 +124,7 @@ def checks(spec: TaskSpec) -> list[Check]:
         return check
 
     def output_numeric(r: JSON) -> bool | None:
-        o = _output_text(r)
+        o = output_text(r)
         return None if o is None or not numeric else bool(_NUMBER.match(o.strip()))
 
     out = [
@@ -175,15 +144,7 @@ def checks(spec: TaskSpec) -> list[Check]:
         Check("output_brackets_balance", "output's brackets balance (unless a reference output's do not)",
               brackets_balance("output"), answer_format, decides=False),
     ]  # fmt: skip
-    if spec.name == UNION_TASK:
-        out.append(
-            Check(
-                "output_counts_the_union",
-                "output is the size of the union of the input's two sets",
-                output_counts_the_union,
-                correct,
-            )
-        )
+    out.extend(answer_checks(spec.name, correct))
     if numeric:
         out.append(
             Check(
