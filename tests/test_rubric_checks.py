@@ -19,7 +19,13 @@ from bench.tasks import load_task
 from bench.types import JSON, Sample, TaskSpec
 from metrics.rubrics import answer, decidable, rubric_checks
 from metrics.rubrics.superni import PROMPT_LABEL, balanced, prompt_words
-from metrics.rubrics.superni_answers import COMMONGEN_TASK, DATIVE_TASK, int_set, output_uses_the_concepts
+from metrics.rubrics.superni_answers import (
+    COMMONGEN_TASK,
+    DATIVE_TASK,
+    NUMBERS_TASK,
+    int_set,
+    output_uses_the_concepts,
+)
 from metrics.scoring import score_cell
 from systems.skeleton_prompt import DiffusionPrompt, render_prompt
 
@@ -102,6 +108,7 @@ SUPERNI_SETS = {
 SUPERNI_JIGSAW = {"input": "Comment: I fully support the new bike lanes downtown.", "output": "Agree"}
 COMMONGEN = {"input": "dog#frisbee#park", "output": "a dog catches a frisbee in the park ."}
 DATIVE = {"input": "Maria tossed the boy a ball", "output": "Maria tossed a ball to the boy"}
+NUMBERS = {"input": "he paid £12 on the 3rd of May,", "output": "he paid twelve pounds on the third of May,"}
 BOOKING = {
     "departure_city": "Paris",
     "arrival_city": "Zurich",
@@ -244,6 +251,18 @@ CASES: list[tuple[str, JSON, Edit, str]] = [
     (DATIVE_TASK, DATIVE, _set("output", "Maria tossed a ball to the girl"), "output_rephrases_the_dative"),
     (DATIVE_TASK, DATIVE, _set("output", "Linda shrieked some news to him"), "output_rephrases_the_dative"),
     (
+        NUMBERS_TASK,
+        NUMBERS,
+        _set("output", "he paid twelve pounds on the 3rd of May,"),
+        "output_spells_out_digits",
+    ),
+    (
+        NUMBERS_TASK,
+        NUMBERS,
+        _set("input", "he paid twelve pounds in May,"),
+        "output_spells_out_digits",
+    ),
+    (
         SUPERNI_NUMERIC,
         SUPERNI_SETS,
         _set(
@@ -378,6 +397,7 @@ def test_missing_or_mistyped_fields_are_not_check_failures() -> None:
         (SUPERNI_COMMENT, 0.0),
         (COMMONGEN_TASK, 0.0),
         (DATIVE_TASK, 0.0),
+        (NUMBERS_TASK, 0.0),
         ("demo/booking", 0.0),
     ],
 )

@@ -13,7 +13,11 @@ input according to the task definition?":
   instances), so one concept may be missing (necessary only);
 * task132, DAIS dative alternation: the sentence says the same with the other construction (`Linda
   shrieked him some news` / `Linda shrieked some news to him`), so its words are the input's with one
-  `to` or `for` added or taken away (necessary only).
+  `to` or `for` added or taken away (necessary only);
+* task1703, LJSpeech text normalisation: every number of the input is written out in words, so the
+  input has a digit and the output none (necessary only). A rule read off the references instead ("every
+  reference input has a digit, no output does") would also fire on task118, whose math questions with
+  letter answers all happen to hold digits, and fail its real instances.
 
 All 20 shipped instances of each task pass its check.
 """
@@ -30,11 +34,13 @@ from metrics.rubrics.common import is_text
 UNION_TASK = "superni/task244_count_elements_in_set_union"
 COMMONGEN_TASK = "superni/task102_commongen_sentence_generation"
 DATIVE_TASK = "superni/task132_dais_text_modification"
+NUMBERS_TASK = "superni/task1703_ljspeech_textmodification"
 
 _TWO_SETS = re.compile(r"Set1: '\{([^{}]*)\}', Set2: '\{([^{}]*)\}'")
 _INTEGER = re.compile(r"^-?\d+$")
 _WORD = re.compile(r"[a-z0-9]+")
 _DATIVE_MARKERS = {"to", "for"}
+_DIGIT = re.compile(r"\d")
 
 
 def output_text(r: JSON) -> str | None:
@@ -95,6 +101,12 @@ def output_rephrases_the_dative(r: JSON) -> bool | None:
     return sum(changed.values()) == 1 and set(changed) <= _DATIVE_MARKERS
 
 
+def output_spells_out_digits(r: JSON) -> bool | None:
+    """task1703: the input holds a number in digits, and the output has none left."""
+    pair = _pair(r)
+    return None if pair is None else bool(_DIGIT.search(pair[0])) and not _DIGIT.search(pair[1])
+
+
 # task -> (name, what passes, the check, whether it decides the correctness question)
 ANSWER_CHECKS: dict[str, tuple[str, str, CheckFn, bool]] = {
     UNION_TASK: (
@@ -113,6 +125,12 @@ ANSWER_CHECKS: dict[str, tuple[str, str, CheckFn, bool]] = {
         "output_rephrases_the_dative",
         "output has the input's words with one 'to' or 'for' added or removed",
         output_rephrases_the_dative,
+        False,
+    ),
+    NUMBERS_TASK: (
+        "output_spells_out_digits",
+        "the input has a number in digits and the output no digit",
+        output_spells_out_digits,
         False,
     ),
 }
