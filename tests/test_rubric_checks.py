@@ -359,6 +359,11 @@ def test_commongen_and_dative_checks_read_the_answer_from_the_input() -> None:
     assert output_uses_the_concepts({"input": "make#cake#oven", "output": "making a cake in an oven"})
     assert not output_uses_the_concepts({"input": "grass#lie#sheep", "output": "a cow lying down"})
     assert not output_uses_the_concepts({"input": "", "output": "a cow"})
+    assert not output_uses_the_concepts({"input": "custom###traffic", "output": "customers in traffic"})
+    assert not output_uses_the_concepts({"input": "dog#dog#park", "output": "a dog in the park"})
+    assert output_uses_the_concepts(
+        {"input": "dog#ball#park#child", "output": "a child throws a ball to a dog"}
+    )
     checks = {c.name: c for c in rubric_checks(spec(DATIVE_TASK))}["output_rephrases_the_dative"]
     assert checks({"input": "Linda shrieked some news to him", "output": "Linda shrieked him some news"})
     assert checks({"input": "Bob baked the man a cake", "output": "Bob baked a cake for the man"})

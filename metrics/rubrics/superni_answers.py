@@ -7,10 +7,11 @@ task gets a check here that answers the correctness question "Is the output the 
 input according to the task definition?":
 
 * task244, count the elements of the union of two sets: the answer is |Set1 ∪ Set2| (decides);
-* task102, CommonGen (Lin et al. 2020): the sentence must use every concept of the input's set. A concept
-  counts when an output word starts with it (`grill` in `grilled`; a final e or y dropped: `make` in
-  `making`); irregular forms do not match (`lie` / `lying`, `bring` / `brought`: 2 of the 20 shipped
-  instances), so one concept may be missing (necessary only);
+* task102, CommonGen (Lin et al. 2020): the sentence must use every concept of the input's set of 3 to
+  5 concepts. A concept counts when an output word starts with it (`grill` in `grilled`; a final e or y
+  dropped: `make` in `making`); irregular forms do not match (`lie` / `lying`, `bring` / `brought`: 2
+  of the 20 shipped instances), so one concept may be missing (necessary only). An input that is no
+  such set (`custom####`) has no correct sentence;
 * task132, DAIS dative alternation: the sentence says the same with the other construction (`Linda
   shrieked him some news` / `Linda shrieked some news to him`), so its words are the input's with one
   `to` or `for` added or taken away (necessary only);
@@ -79,16 +80,25 @@ def _stem(concept: str) -> str:
     return concept[:-1] if len(concept) > 3 and concept[-1] in "ey" else concept
 
 
+def concept_set(text: str) -> list[str] | None:
+    """The concepts of a CommonGen input: 3 to 5 distinct, non-empty `#`-joined items, as the task
+    definition states; None for anything else (`custom####`, `accident###traffic`)."""
+    concepts = [c.strip().lower() for c in text.split("#")]
+    ok = 3 <= len(concepts) <= 5 and all(concepts) and len(set(concepts)) == len(concepts)
+    return concepts if ok else None
+
+
 def output_uses_the_concepts(r: JSON) -> bool | None:
-    """task102: every concept of the `#`-joined input starts some output word, all but one allowed to
-    miss (irregular forms); an input with no concept has no sentence to check against."""
+    """task102: every concept of the input starts some output word, all but one allowed to miss
+    (irregular forms); an input that is not a concept set has no correct sentence."""
     pair = _pair(r)
     if pair is None:
         return None
-    concepts = [c.strip().lower() for c in pair[0].split("#") if c.strip()]
+    concepts = concept_set(pair[0])
+    if concepts is None:
+        return False
     words = _WORD.findall(pair[1].lower())
-    used = sum(any(w.startswith(_stem(c)) for w in words) for c in concepts)
-    return bool(concepts) and used >= max(1, len(concepts) - 1)
+    return sum(any(w.startswith(_stem(c)) for w in words) for c in concepts) >= len(concepts) - 1
 
 
 def output_rephrases_the_dative(r: JSON) -> bool | None:
@@ -117,7 +127,7 @@ ANSWER_CHECKS: dict[str, tuple[str, str, CheckFn, bool]] = {
     ),
     COMMONGEN_TASK: (
         "output_uses_the_concepts",
-        "output uses every concept of the input (one may miss: irregular forms)",
+        "the input is a set of 3-5 concepts and the output uses them (one may miss: irregular forms)",
         output_uses_the_concepts,
         False,
     ),
