@@ -23,13 +23,14 @@ from metrics.rubrics.superni_answers import (
     COMMONGEN_TASK,
     DATIVE_TASK,
     NUMBERS_TASK,
+    UNION_TASK,
     int_set,
     output_uses_the_concepts,
 )
 from metrics.scoring import score_cell
 from systems.skeleton_prompt import DiffusionPrompt, render_prompt
 
-SUPERNI_NUMERIC = "superni/task244_count_elements_in_set_union"
+SUPERNI_NUMERIC = UNION_TASK
 SUPERNI_COMMENT = "superni/task324_jigsaw_classification_disagree"
 
 _SPECS: dict[str, TaskSpec] = {}
