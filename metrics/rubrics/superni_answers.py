@@ -29,6 +29,7 @@ import re
 from collections import Counter
 
 from bench.types import JSON
+from metrics.records import words
 from metrics.rubrics import Check, CheckFn
 from metrics.rubrics.common import is_text
 
@@ -39,7 +40,6 @@ NUMBERS_TASK = "superni/task1703_ljspeech_textmodification"
 
 _TWO_SETS = re.compile(r"Set1: '\{([^{}]*)\}', Set2: '\{([^{}]*)\}'")
 _INTEGER = re.compile(r"^-?\d+$")
-_WORD = re.compile(r"[a-z0-9]+")
 _DATIVE_MARKERS = {"to", "for"}
 _DIGIT = re.compile(r"\d")
 
@@ -97,8 +97,8 @@ def output_uses_the_concepts(r: JSON) -> bool | None:
     concepts = concept_set(pair[0])
     if concepts is None:
         return False
-    words = _WORD.findall(pair[1].lower())
-    return sum(any(w.startswith(_stem(c)) for w in words) for c in concepts) >= len(concepts) - 1
+    said = words(pair[1])
+    return sum(any(w.startswith(_stem(c)) for w in said) for c in concepts) >= len(concepts) - 1
 
 
 def output_rephrases_the_dative(r: JSON) -> bool | None:
@@ -106,7 +106,7 @@ def output_rephrases_the_dative(r: JSON) -> bool | None:
     pair = _pair(r)
     if pair is None:
         return None
-    before, after = Counter(_WORD.findall(pair[0].lower())), Counter(_WORD.findall(pair[1].lower()))
+    before, after = Counter(words(pair[0])), Counter(words(pair[1]))
     changed = (after - before) + (before - after)
     return sum(changed.values()) == 1 and set(changed) <= _DATIVE_MARKERS
 
