@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import Stat, paired_test
-from reports.fmt import fmt_num
+from reports.fmt import fmt_num, fmt_p
 
 
 @dataclass(frozen=True)
@@ -120,12 +120,6 @@ def compare_frame(frame: Any, reference: str, where: str) -> list[Comparison]:
     return out
 
 
-def _p(x: float) -> str:
-    if math.isnan(x):
-        return "\u2013"
-    return "<1e-4" if x < 1e-4 else f"{x:.4f}"
-
-
 def render_comparison(rows: list[Comparison], run_a: str, run_b: str) -> str:
     """Fixed-width text table for the terminal (names printed as they are; a terminal runs no markup)."""
     head = ["system", "task", "metric", "n", "A", "B", "B-A", "p(t)", "p(W)", "d_z", "verdict"]
@@ -138,8 +132,8 @@ def render_comparison(rows: list[Comparison], run_a: str, run_b: str) -> str:
             fmt_num(r.mean_a),
             fmt_num(r.mean_b),
             fmt_num(r.diff),
-            _p(r.p_ttest),
-            _p(r.p_wilcoxon),
+            fmt_p(r.p_ttest, spec=".4f", below="1e-4"),
+            fmt_p(r.p_wilcoxon, spec=".4f", below="1e-4"),
             fmt_num(r.effect_size, 2)
             if math.isfinite(r.effect_size)
             else ("\u2013" if math.isnan(r.effect_size) else ("+inf" if r.effect_size > 0 else "-inf")),

@@ -41,12 +41,24 @@ def decimals_for(x: float) -> int:
     return 3
 
 
-def fmt_num(x: float | None, decimals: int | None = None) -> str:
-    """A number with a fixed number of decimals, or the dash for NaN/None."""
+def fmt_num(x: float | None, decimals: int | None = None, *, sign: bool = False, missing: str = DASH) -> str:
+    """A number with a fixed number of decimals (a leading + on differences with `sign`), or `missing`
+    for NaN/None/inf. Benchmark tables written in plain ASCII pass `missing="-"`."""
     if is_missing(x):
-        return DASH
+        return missing
     d = decimals_for(float(x)) if decimals is None else decimals  # type: ignore[arg-type]
-    return f"{float(x):.{d}f}"  # type: ignore[arg-type]
+    return f"{float(x):{'+' if sign else ''}.{d}f}"  # type: ignore[arg-type]
+
+
+def fmt_p(p: float | None, spec: str = ".3f", below: str | None = None, missing: str = DASH) -> str:
+    """A p-value in format `spec`, "<`below`" under that floor (e.g. below="1e-4" prints "<1e-4"), or
+    `missing` when no test was possible. Each table keeps its own precision: stored tables in the docs
+    were written with these exact formats."""
+    if is_missing(p):
+        return missing
+    if below is not None and float(p) < float(below):  # type: ignore[arg-type]
+        return f"<{below}"
+    return format(float(p), spec)  # type: ignore[arg-type]
 
 
 def fmt_mean_std(mean: float | None, std: float | None, decimals: int | None = None) -> str:

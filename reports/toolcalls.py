@@ -43,6 +43,7 @@ from typing import Any
 from bench.errors import BenchError
 from bench.stats import Stat
 from bench.store import RunStore, read_jsonl
+from reports.fmt import fmt_num
 
 DLM_TYPES = frozenset({"llada", "llada-skeleton", "aod", "diffusion-lm", "difflm"})
 ACCURACY_METRICS = ("ast_accuracy", "irrelevance_accuracy", "multi_turn_accuracy")
@@ -223,17 +224,13 @@ def headline(ratios: list[PairRatio], dlm: str, ar: str) -> tuple[float, int, in
     return math.exp(sum(math.log(x) for x in matched) / len(matched)), len(matched), len(pair)
 
 
-def _fmt(v: float, digits: int = 3) -> str:
-    return "–" if not math.isfinite(v) else f"{v:.{digits}f}"
-
-
 def _ci(st: Stat) -> str:
     if st.n == 0:
         return "–"
     if st.n < 2:
-        return _fmt(st.mean)
+        return fmt_num(st.mean, 3)
     lo, hi = st.t_interval()
-    return f"{_fmt(st.mean)} [{_fmt(lo)}, {_fmt(hi)}]"
+    return f"{fmt_num(st.mean, 3)} [{fmt_num(lo, 3)}, {fmt_num(hi, 3)}]"
 
 
 def render_markdown(runs: Runs) -> str:
@@ -259,9 +256,9 @@ def render_markdown(runs: Runs) -> str:
     for (s, t), cs in sorted(cells.items()):
         lines.append(
             f"| {s} | {types.get(s, '?')} | {t} | {len(cs)} | {_ci(_stat([c.accuracy for c in cs]))} | "
-            f"{_fmt(_stat([c.seconds_per_item for c in cs]).mean, 2)} | "
-            f"{_fmt(_stat([c.nfe_per_item for c in cs]).mean, 1)} | "
-            f"{_fmt(_stat([c.tokens_out_per_item for c in cs]).mean, 1)} |"
+            f"{fmt_num(_stat([c.seconds_per_item for c in cs]).mean, 2)} | "
+            f"{fmt_num(_stat([c.nfe_per_item for c in cs]).mean, 1)} | "
+            f"{fmt_num(_stat([c.tokens_out_per_item for c in cs]).mean, 1)} |"
         )
     failures = [m for m in TABLE_FAILURES if any(m in c.metrics for c in rows)]
     if failures:
@@ -273,7 +270,7 @@ def render_markdown(runs: Runs) -> str:
             "|---|---|" + "---:|" * len(failures),
         ]
         for (s, t), cs in sorted(cells.items()):
-            vals = [_fmt(_stat([c.metrics.get(m, math.nan) for c in cs]).mean, 2) for m in failures]
+            vals = [fmt_num(_stat([c.metrics.get(m, math.nan) for c in cs]).mean, 2) for m in failures]
             lines.append(f"| {s} | {t} | " + " | ".join(vals) + " |")
     mt = [m for m in ("rounds_per_solved", "tool_calls_per_solved", "rounds_per_item", "tool_calls_per_item",
                       "tool_error_rate") if any(m in c.metrics for c in rows)]  # fmt: skip
@@ -287,7 +284,7 @@ def render_markdown(runs: Runs) -> str:
         lines.append("|---|---|" + "---:|" * len(mt))
         for (s, t), cs in sorted(cells.items()):
             if any(m in c.metrics for c in cs for m in mt):
-                vals = [_fmt(_stat([c.metrics.get(m, math.nan) for c in cs]).mean, 2) for m in mt]
+                vals = [fmt_num(_stat([c.metrics.get(m, math.nan) for c in cs]).mean, 2) for m in mt]
                 lines.append(f"| {s} | {t} | " + " | ".join(vals) + " |")
     ratios = speed_ratios(rows, types)
     lines += ["", "## Diffusion against AR: speed ratio (AR s/item over DLM s/item; > 1: DLM faster)", ""]
@@ -300,15 +297,15 @@ def render_markdown(runs: Runs) -> str:
         ]
         for r in ratios:
             lines.append(
-                f"| {r.dlm} | {r.ar} | {r.task} | {_fmt(r.ratio, 2)} | {_fmt(r.dlm_accuracy)} | "
-                f"{_fmt(r.ar_accuracy)} | {_fmt(r.p_value)} | {'yes' if r.matched else 'no'} |"
+                f"| {r.dlm} | {r.ar} | {r.task} | {fmt_num(r.ratio, 2)} | {fmt_num(r.dlm_accuracy, 3)} | "
+                f"{fmt_num(r.ar_accuracy, 3)} | {fmt_num(r.p_value, 3)} | {'yes' if r.matched else 'no'} |"
             )
         lines.append("")
         for d, a in sorted({(r.dlm, r.ar) for r in ratios}):
             g, k, n = headline(ratios, d, a)
             if k:
                 lines.append(
-                    f"- {d} vs {a}: {_fmt(g, 2)}x (geometric mean over the {k} of {n} tasks at matched accuracy)"
+                    f"- {d} vs {a}: {fmt_num(g, 2)}x (geometric mean over the {k} of {n} tasks at matched accuracy)"
                 )
             else:
                 lines.append(f"- {d} vs {a}: no task at matched accuracy (of {n}); no headline ratio")

@@ -31,12 +31,17 @@ import argparse
 import json
 import math
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bench.stats import Stat
 from metrics.rubrics import failed_names
 from reports.compare import Comparison, compare_frame
+from reports.fmt import fmt_num, fmt_p
+
+_f = partial(fmt_num, decimals=3)
+_p = partial(fmt_p, spec=".3f", below="0.001")
 
 METRICS = ("tsr", "diversity", "field_overlap", "novelty")
 PAIRS_AGAINST_AOD = ("aod-norl", "aod-scalar")
@@ -375,16 +380,6 @@ def paired_rows(run: Runs, reference: str, metrics: tuple[str, ...]) -> list[dic
     ]
 
 
-def _f(x: float | None, digits: int = 3) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def _p(x: float | None) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "–"
-    return "<0.001" if x < 0.001 else f"{x:.3f}"
-
-
 def _same(x: int | None) -> str:
     return "(reference)" if x is None else str(x)
 
@@ -446,7 +441,7 @@ def render_markdown(
     for r in pairs:
         lines.append(
             f"| {r['task']} | {r['against']} | {r['system']} | {r['metric']} | {r['n_shared']} | "
-            f"{_f(r['diff'], 3)} | {_p(r['p_ttest'])} | {_p(r['p_wilcoxon'])} | {_p(r['p_ttest_holm'])} |"
+            f"{_f(r['diff'])} | {_p(r['p_ttest'])} | {_p(r['p_wilcoxon'])} | {_p(r['p_ttest_holm'])} |"
         )
     lines += [
         "",
@@ -498,7 +493,7 @@ def render_markdown(
                 f"{k} {v:.2f}" for k, v in sorted(r["final_probs"].items(), key=lambda kv: -kv[1])
             )
             lines.append(
-                f"| {r['system']} | {r['task']} | {r['seeds']} | {r['rounds']} | {_f(r['same_kind'], 2)} | {first} | "
+                f"| {r['system']} | {r['task']} | {r['seeds']} | {r['rounds']} | {_f(r['same_kind'], decimals=2)} | {first} | "
                 f"{r['identical_records']} | {probs or '–'} |"
             )
     if curve:

@@ -37,6 +37,7 @@ import argparse
 import json
 import math
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,11 @@ import yaml
 
 from bench.hashing import stable_hash
 from benchmarks.aod.comparison import finished_cells
+from reports.fmt import fmt_num, fmt_p
+
+_f = partial(fmt_num, decimals=3, sign=True, missing="-")
+_v = partial(fmt_num, decimals=3, missing="-")
+_p = partial(fmt_p, spec=".3g", missing="-")
 
 METRICS = ("tsr", "diversity", "field_overlap", "novelty")
 DEFAULT_SEEDS = (1000, 1001, 1002, 1003)
@@ -353,18 +359,6 @@ def _nanmean(xs: list[float]) -> float:
     return sum(keep) / len(keep) if keep else math.nan
 
 
-def _f(x: float | None, digits: int = 3) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:+.{digits}f}"
-
-
-def _v(x: float | None) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
-
-
-def _p(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3g}"
-
-
 def render_markdown(result: dict[str, Any]) -> str:
     m = result["metric"]
     n = len(result["replay_seeds"]) * result["samples"]
@@ -406,7 +400,7 @@ def render_markdown(result: dict[str, Any]) -> str:
                 "",
                 f"Over {c['n']} candidates: mean gain {_f(c['mean_gain'])}, median {_f(c['median_gain'])}; "
                 f"{c['above_0.05']} gain more than 0.05, {c['below_-0.05']} lose more; Spearman of the loop's "
-                f"paired difference with the replayed gain {_f(c['spearman'], 2)} (p {_p(c['spearman_p'])}).",
+                f"paired difference with the replayed gain {_f(c['spearman'], decimals=2)} (p {_p(c['spearman_p'])}).",
             ]
     return "\n".join(out) + "\n"
 

@@ -18,10 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from reports.compare import Comparison, paired_comparison
+from reports.fmt import fmt_num, fmt_p
+
+_f = partial(fmt_num, decimals=3)
+_p = partial(fmt_p, spec=".2g", below="1e-4")
 
 METRICS = ("parse_rate", "schema_valid", "tsr", "field_overlap", "diversity", "novelty")
 
@@ -60,14 +65,6 @@ def compare_builds(
             names = ", ".join(f"{b} vs {a}" for a, b in pairs)
             pooled.append(paired_comparison(names, "pooled", metric, all_a, all_b))
     return per, pooled
-
-
-def _f(x: float) -> str:
-    return "–" if math.isnan(x) else f"{x:.3f}"
-
-
-def _p(x: float) -> str:
-    return "–" if math.isnan(x) else ("<1e-4" if x < 1e-4 else f"{x:.2g}")
 
 
 def render_markdown(per: list[Comparison], pooled: list[Comparison]) -> str:

@@ -17,6 +17,7 @@ from bench.store import RunStore
 from bench.tasks.loading import load_task
 from bench.types import Sample, TaskSpec
 from metrics.scoring import score_cell
+from reports.fmt import fmt_num
 
 METRICS = [
     "declared_coverage",
@@ -30,10 +31,6 @@ SPLIT_ORDER = [
     "Glaiveai2K", "Github_trivial", "Github_easy", "Snowplow", "Github_medium", "Kubernetes",
     "WashingtonPost", "Github_hard", "JsonSchemaStore", "Github_ultra",
 ]  # fmt: skip
-
-
-def _fmt(v: float, digits: int = 2) -> str:
-    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
 
 def _with_ci(info: dict, name: str, value: float) -> str:
@@ -50,8 +47,8 @@ def row(label: str, engine: str, samples: list[Sample], spec: TaskSpec) -> str:
     return (
         f"| {label} | {engine} | {scored}/{len(samples)} | {_with_ci(info, 'declared_coverage', v['declared_coverage'])} "
         f"| {_with_ci(info, 'empirical_coverage', v['empirical_coverage'])} "
-        f"| {_with_ci(info, 'compliance', v['compliance'])} | {_fmt(v['compile_seconds'], 4)} "
-        f"| {_fmt(v['tpot_seconds'], 3)} | {_fmt(v['tokens_per_s'], 1)} |"
+        f"| {_with_ci(info, 'compliance', v['compliance'])} | {fmt_num(v['compile_seconds'], 4)} "
+        f"| {fmt_num(v['tpot_seconds'], 3)} | {fmt_num(v['tokens_per_s'], 1)} |"
     )
 
 
